@@ -1,0 +1,50 @@
+#include "cli/common.h"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ws::cli {
+
+LoadedModel load(const std::string& path) {
+  LoadedModel m{gguf::File::open(path), nullptr, nullptr};
+  m.model = load_model(m.file);
+  m.tokenizer = Tokenizer::from_gguf(m.file);
+  return m;
+}
+
+std::vector<Token> parse_token_list(const std::string& text, const std::string& source) {
+  std::vector<Token> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == ',' || std::isspace(c)) {
+      ++i;
+      continue;
+    }
+    if (!std::isdigit(c))
+      throw std::runtime_error(source + ": unexpected character '" + std::string(1, char(c)) + "' at offset " +
+                               std::to_string(i) + " (expected decimal token ids separated by commas or spaces)");
+    size_t j = i;
+    long long v = 0;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+      v = v * 10 + (text[j] - '0');
+      if (v > INT32_MAX) throw std::runtime_error(source + ": token id too large at offset " + std::to_string(i));
+      ++j;
+    }
+    out.push_back(Token(v));
+    i = j;
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace ws::cli

@@ -1,0 +1,31 @@
+// Helpers shared by the CLI subcommands.
+#pragma once
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ws::cli {
+
+// A GGUF file with the model and tokenizer built from it (the model points into the file).
+struct LoadedModel {
+  gguf::File file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+LoadedModel load(const std::string& path);
+
+inline int default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : int(n);
+}
+
+// Parses decimal ids separated by commas and/or whitespace; throws on anything else.
+std::vector<Token> parse_token_list(const std::string& text, const std::string& source);
+std::string read_file(const std::string& path);  // verbatim; throws naming the file
+
+}  // namespace ws::cli

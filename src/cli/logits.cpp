@@ -1,0 +1,69 @@
+// `warmstart logits`: evaluates a token sequence and writes the llama-golden-v1 report.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "engine/eval.h"
+#include "engine/logit_report.h"
+
+namespace ws::cli {
+namespace {
+
+struct LogitsOptions {
+  std::string model, tokens, tokens_file, text, out, kv_type = "f32";
+  bool special = false;
+  int ubatch = 512;
+  int threads = default_threads();
+  int ctx = 0;  // 0 = just enough for the tokens
+};
+
+int run_logits(const LogitsOptions& o) {
+  LoadedModel m = load(o.model);
+  std::vector<Token> tokens;
+  if (!o.tokens.empty()) tokens = parse_token_list(o.tokens, "--tokens");
+  else if (!o.tokens_file.empty()) tokens = parse_token_list(read_file(o.tokens_file), o.tokens_file);
+  else tokens = m.tokenizer->encode(o.text, /*add_special=*/true, o.special);
+  if (tokens.empty()) throw std::runtime_error("no tokens to evaluate");
+  MemoryOptions mem;
+  mem.n_ctx = o.ctx > 0 ? o.ctx : int32_t(tokens.size());
+  mem.kv_type = o.kv_type == "f16" ? KvType::f16 : KvType::f32;
+  if (int64_t(tokens.size()) > mem.n_ctx)
+    throw std::runtime_error(std::to_string(tokens.size()) + " tokens do not fit in a context of " +
+                             std::to_string(mem.n_ctx) + " (raise -c)");
+  ThreadPool pool(o.threads);
+  SeqState state = m.model->make_state(mem);
+  std::vector<float> logits;  // [n][n_vocab]
+  eval_tokens(*m.model, state, tokens, o.ubatch, LogitsMode::all, logits, pool);
+  const auto probe = make_probe("warmstart", tokens, logits, m.model->config().n_vocab, o.ubatch);
+  write_golden(o.out, probe, o.model);
+  std::fprintf(stderr, "%zu tokens, mean NLL %.6f -> %s.json, %s.logits.f32\n", tokens.size(), probe.mean_nll,
+               o.out.c_str(), o.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_logits(CLI::App& root) {
+  auto o = std::make_shared<LogitsOptions>();
+  auto* app = root.add_subcommand("logits", "Evaluate tokens and write logits in the llama-golden-v1 format");
+  app->add_option("-m,--model", o->model, "GGUF model file")->required();
+  auto* tok = app->add_option("--tokens", o->tokens, "token ids, e.g. 1,2,3");
+  auto* tokf = app->add_option("--tokens-file", o->tokens_file, "file of token ids (commas and/or whitespace)");
+  auto* text = app->add_option("--text", o->text, "text to tokenize (BOS/EOS as the GGUF says)");
+  tok->excludes(tokf)->excludes(text);
+  tokf->excludes(text);
+  app->add_flag("--special", o->special, "parse special tokens in --text");
+  app->add_option("--ubatch", o->ubatch, "micro-batch size")->check(CLI::PositiveNumber);
+  app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
+  app->add_option("-c,--ctx", o->ctx, "context size (default: the number of tokens)");
+  app->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f32", "f16"}));
+  app->add_option("--out", o->out, "output prefix: PREFIX.json and PREFIX.logits.f32")->required();
+  return {app, [o] {
+            if (o->tokens.empty() && o->tokens_file.empty() && o->text.empty())
+              throw std::runtime_error("logits: give --tokens, --tokens-file or --text");
+            return run_logits(*o);
+          }};
+}
+
+}  // namespace ws::cli

@@ -1,0 +1,101 @@
+// `warmstart run`: generates text from a prompt, streaming it to stdout.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "engine/eval.h"
+#include "engine/sampling.h"
+
+namespace ws::cli {
+namespace {
+
+struct RunOptions {
+  std::string model, prompt, tokens;
+  int n_predict = 128;
+  int threads = default_threads();
+  int ctx = 4096;
+  int ubatch = 512;
+  SamplingParams sampling;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_generate(RunOptions o) {
+  LoadedModel m = load(o.model);
+  const Tokenizer& tok = *m.tokenizer;
+  const std::vector<Token> prompt = o.tokens.empty()
+                                        ? tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/true)
+                                        : parse_token_list(o.tokens, "--tokens");
+  if (prompt.empty()) throw std::runtime_error("the prompt is empty after tokenization");
+  if (int64_t(prompt.size()) + 1 > o.ctx)
+    throw std::runtime_error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                             std::to_string(o.ctx) + " (raise -c)");
+  MemoryOptions mem;
+  mem.n_ctx = o.ctx;
+  ThreadPool pool(o.threads);
+  SeqState state = m.model->make_state(mem);
+  Sampler sampler(o.sampling);
+  for (Token t : prompt) sampler.accept(t);
+
+  std::vector<float> logits;  // [n_vocab] of the last evaluated token
+  const auto t_prompt = std::chrono::steady_clock::now();
+  eval_tokens(*m.model, state, prompt, o.ubatch, LogitsMode::last, logits, pool);
+  const double prompt_s = seconds_since(t_prompt);
+
+  StreamDecoder stream(tok);
+  int n_gen = 0;
+  const auto t_gen = std::chrono::steady_clock::now();
+  while (n_gen < o.n_predict && state.position() < o.ctx) {
+    const Token next = sampler.sample(logits);
+    if (tok.is_eog(next)) break;
+    sampler.accept(next);
+    ++n_gen;
+    const std::string text = stream.push(next);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    if (n_gen == o.n_predict || state.position() >= o.ctx) break;
+    const Token one[1] = {next};
+    eval_tokens(*m.model, state, one, 1, LogitsMode::last, logits, pool);
+  }
+  const std::string rest = stream.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  const double gen_s = seconds_since(t_gen);
+  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tokens/s)\n", prompt.size(), prompt_s,
+               double(prompt.size()) / prompt_s);
+  std::fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tokens/s)\n", n_gen, gen_s,
+               n_gen > 0 ? double(n_gen) / gen_s : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+Command add_run(CLI::App& root) {
+  auto o = std::make_shared<RunOptions>();
+  auto* app = root.add_subcommand("run", "Generate text from a prompt");
+  app->add_option("-m,--model", o->model, "GGUF model file")->required();
+  auto* prompt = app->add_option("-p,--prompt", o->prompt, "prompt text (special tokens are parsed)");
+  auto* tokens = app->add_option("--tokens", o->tokens, "prompt as token ids, e.g. 1,2,3 (for benchmarks)");
+  prompt->excludes(tokens);
+  app->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
+  app->add_option("--temp", o->sampling.temperature, "temperature (0 = greedy)");
+  app->add_option("--top-k", o->sampling.top_k, "top-k (0 = off)");
+  app->add_option("--top-p", o->sampling.top_p, "top-p (1 = off)");
+  app->add_option("--min-p", o->sampling.min_p, "min-p (0 = off)");
+  app->add_option("--repeat-penalty", o->sampling.repeat_penalty, "repetition penalty (1 = off)");
+  app->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalty looks back");
+  app->add_option("-s,--seed", o->sampling.seed, "random seed");
+  app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
+  app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  app->add_option("--ubatch", o->ubatch, "prompt micro-batch size")->check(CLI::PositiveNumber);
+  return {app, [o] {
+            if (o->prompt.empty() && o->tokens.empty()) throw std::runtime_error("run: give -p PROMPT or --tokens IDS");
+            return run_generate(*o);
+          }};
+}
+
+}  // namespace ws::cli

@@ -1,0 +1,159 @@
+#include "engine/logit_report.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace ws {
+namespace {
+
+// The double nearest to the shortest decimal that round-trips the float: nlohmann then
+// prints that short decimal, as llama.cpp's goldens write float32 logits.
+double short_float(float f) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, f);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
+double log_sum_exp(const float* row, int32_t n) {
+  double mx = -INFINITY;
+  for (int32_t i = 0; i < n; ++i) mx = std::max(mx, double(row[i]));
+  double s = 0;
+  for (int32_t i = 0; i < n; ++i) s += std::exp(double(row[i]) - mx);
+  return mx + std::log(s);
+}
+
+// Indices of the k largest entries, logit descending, ties to the lower id.
+std::vector<int32_t> top_k(const float* row, int32_t n, int32_t k) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) idx[size_t(i)] = i;
+  k = std::min(k, n);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  idx.resize(size_t(k));
+  return idx;
+}
+
+}  // namespace
+
+LogitProbe make_probe(const std::string& name, const std::vector<Token>& tokens, const std::vector<float>& logits,
+                      int32_t n_vocab, int32_t n_ubatch) {
+  LogitProbe p;
+  p.name = name;
+  p.tokens = tokens;
+  p.n_vocab = n_vocab;
+  p.n_ubatch = n_ubatch;
+  const int32_t n = int32_t(tokens.size());
+  for (int32_t i = 0; i < n; ++i) {
+    const float* row = logits.data() + size_t(i) * n_vocab;
+    std::vector<std::pair<Token, float>> best;
+    for (int32_t id : top_k(row, n_vocab, 8)) best.emplace_back(id, row[id]);
+    p.argmax.push_back(best[0].first);
+    p.top8.push_back(std::move(best));
+    if (i + 1 < n) p.nll.push_back(log_sum_exp(row, n_vocab) - double(row[tokens[size_t(i) + 1]]));
+  }
+  double s = 0;
+  for (double v : p.nll) s += v;
+  p.mean_nll = p.nll.empty() ? 0 : s / double(p.nll.size());
+  for (int32_t pos : {0, 1, 7, 31, 63, 127, n - 1}) {
+    if (pos < 0 || pos >= n || std::find(p.full_positions.begin(), p.full_positions.end(), pos) != p.full_positions.end())
+      continue;
+    p.full_positions.push_back(pos);
+    const float* row = logits.data() + size_t(pos) * n_vocab;
+    p.full_rows.insert(p.full_rows.end(), row, row + n_vocab);
+  }
+  return p;
+}
+
+void write_golden(const std::string& prefix, const LogitProbe& p, const std::string& model_file) {
+  const std::string blob_name = std::filesystem::path(prefix + ".logits.f32").filename().string();
+  nlohmann::json top8 = nlohmann::json::array();
+  for (const auto& row : p.top8) {
+    nlohmann::json r = nlohmann::json::array();
+    for (const auto& [id, logit] : row) r.push_back({id, short_float(logit)});
+    top8.push_back(std::move(r));
+  }
+  nlohmann::json probe = {
+      {"name", p.name},
+      {"settings", {{"n_ubatch", p.n_ubatch}, {"type_k", "f32"}, {"type_v", "f32"}}},
+      {"n_tokens", p.tokens.size()},
+      {"tokens", p.tokens},
+      {"nll", p.nll},
+      {"mean_nll", p.mean_nll},
+      {"argmax", p.argmax},
+      {"top8", std::move(top8)},
+      {"full_logits",
+       {{"positions", p.full_positions},
+        {"offset_bytes", 0},
+        {"shape", {p.full_positions.size(), p.n_vocab}},
+        {"dtype", "float32-le"},
+        {"same_bytes_as_probe", nullptr}}},
+  };
+  size_t nonfinite = 0;
+  for (float v : p.full_rows) nonfinite += !std::isfinite(v);
+  probe["n_nonfinite_logits_in_full_rows"] = nonfinite;
+  const nlohmann::json doc = {
+      {"format", "llama-golden-v1"},
+      {"producer", std::string("warmstart ") + WARMSTART_VERSION},
+      {"model_file", model_file},
+      {"n_vocab", p.n_vocab},
+      {"logits_file", blob_name},
+      {"logits_file_bytes", p.full_rows.size() * 4},
+      {"probes", {probe}},
+  };
+  std::ofstream blob(prefix + ".logits.f32", std::ios::binary);
+  blob.write(reinterpret_cast<const char*>(p.full_rows.data()), std::streamsize(p.full_rows.size() * 4));
+  if (!blob) throw std::runtime_error(prefix + ".logits.f32: write failed");
+  std::ofstream js(prefix + ".json");
+  js << doc.dump(1) << "\n";
+  if (!js) throw std::runtime_error(prefix + ".json: write failed");
+}
+
+std::vector<LogitProbe> read_golden(const std::string& json_path) {
+  std::ifstream in(json_path);
+  if (!in) throw std::runtime_error(json_path + ": cannot open");
+  nlohmann::json g;
+  try {
+    g = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(json_path + ": invalid JSON: " + e.what());
+  }
+  const auto dir = std::filesystem::path(json_path).parent_path();
+  const std::string blob_path = (dir / g.at("logits_file").get<std::string>()).string();
+  std::ifstream blob(blob_path, std::ios::binary);
+  if (!blob) throw std::runtime_error(blob_path + ": cannot open");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(blob)), std::istreambuf_iterator<char>());
+  std::vector<LogitProbe> out;
+  for (const auto& j : g.at("probes")) {
+    LogitProbe p;
+    p.name = j.at("name").get<std::string>();
+    p.n_vocab = g.at("n_vocab").get<int32_t>();
+    p.tokens = j.at("tokens").get<std::vector<Token>>();
+    p.nll = j.at("nll").get<std::vector<double>>();
+    p.mean_nll = j.at("mean_nll").get<double>();
+    p.argmax = j.at("argmax").get<std::vector<Token>>();
+    for (const auto& row : j.at("top8")) {
+      std::vector<std::pair<Token, float>> r;
+      for (const auto& e : row) r.emplace_back(e.at(0).get<Token>(), e.at(1).get<float>());
+      p.top8.push_back(std::move(r));
+    }
+    if (j.contains("settings")) p.n_ubatch = j["settings"].value("n_ubatch", 0);
+    const auto& fl = j.at("full_logits");
+    p.full_positions = fl.at("positions").get<std::vector<int32_t>>();
+    const size_t off = fl.at("offset_bytes").get<size_t>();
+    const size_t count = p.full_positions.size() * size_t(p.n_vocab);
+    if (off + count * 4 > bytes.size()) throw std::runtime_error(blob_path + ": shorter than the JSON says");
+    p.full_rows.resize(count);
+    std::memcpy(p.full_rows.data(), bytes.data() + off, count * 4);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace ws

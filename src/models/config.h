@@ -1,0 +1,28 @@
+// Reading `{arch}.*` hyper-parameters from GGUF metadata with errors that name the key.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "models/model.h"
+
+namespace ws {
+
+class ArchKeys {
+ public:
+  ArchKeys(const gguf::File& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
+  const std::string& arch() const { return arch_; }
+  int64_t require_int(const std::string& key) const;               // "{arch}.key", must be > 0
+  int64_t get_int(const std::string& key, int64_t def) const;
+  double get_float(const std::string& key, double def) const;
+  std::vector<int64_t> get_ints(const std::string& key) const;     // scalar or per-layer array
+
+ private:
+  const gguf::File& f_;
+  std::string arch_;
+};
+
+// The attention/FFN shape keys shared by most architectures; n_vocab from the token list.
+ModelConfig read_common_config(const gguf::File& f, const std::string& arch);
+
+}  // namespace ws

@@ -1,0 +1,56 @@
+// The model API: weights are immutable after load, state is passed in.
+// One file per architecture family implements it; load_model() picks by
+// general.architecture.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "memory/state.h"
+#include "tensor/threadpool.h"
+
+namespace ws {
+
+using Token = int32_t;
+
+enum class RopeType { none, norm, neox };
+
+struct ModelConfig {
+  std::string arch;
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;      // key/value length per head
+  int32_t n_ff = 0;
+  int32_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.f;
+  int32_t n_rot = 0;         // rotated dimensions per head
+  RopeType rope_type = RopeType::norm;
+};
+
+// Which rows of the batch need logits.
+enum class LogitsMode { all, last, none };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual SeqState make_state(const MemoryOptions& opts) const = 0;
+  // Evaluates one micro-batch `tokens` at positions state.position() .. +n-1, appends
+  // them to `state`, and writes logits: [n][n_vocab] (all), [1][n_vocab] (last) or
+  // nothing. Throws on a full context, leaving `state` unchanged.
+  virtual void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+                       ThreadPool& pool) const = 0;
+};
+
+// Loads the architecture named by the file's general.architecture. The File must
+// outlive the model (weights point into its mapping). Throws with a clear message for
+// an unsupported architecture or missing/misshapen tensors.
+std::unique_ptr<Model> load_model(const gguf::File& file);
+
+}  // namespace ws

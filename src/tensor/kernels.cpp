@@ -1,0 +1,280 @@
+// Matmul driver (activation conversion, thread split, ISA dispatch) and the scalar
+// reference dot products.
+//
+// The scalar dots follow ggml's generic algorithms: integer products within a block,
+// then one float multiply-add per block with the product of the two block scales. They
+// read quant values straight from the block layouts (not via bsums) so that they check
+// the activation quantizer's bsums independently of the AVX2 path, which uses them.
+#include "tensor/kernels.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tensor/kernels_impl.h"
+#include "tensor/quant.h"
+
+namespace ws {
+namespace {
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+}
+
+// ---- scalar dot products: n elements of one weight row and one activation row ----
+
+float dot_f32(const float* w, const float* x, int64_t n) {
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += w[i] * x[i];
+  return s;
+}
+
+float dot_f16(const f16_bits* w, const f16_bits* x, int64_t n) {
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += f16_to_f32(w[i]) * f16_to_f32(x[i]);
+  return s;
+}
+
+float dot_bf16(const bf16_bits* w, const bf16_bits* x, int64_t n) {
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += bf16_to_f32(w[i]) * bf16_to_f32(x[i]);
+  return s;
+}
+
+float dot_q8_0(const block_q8_0* w, const block_q8_0* x, int64_t nb) {
+  float s = 0.f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sumi = 0;
+    for (int j = 0; j < QK8_0; ++j) sumi += int32_t(w[b].qs[j]) * x[b].qs[j];
+    s += float(sumi) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+  }
+  return s;
+}
+
+float dot_q4_0(const block_q4_0* w, const block_q8_0* x, int64_t nb) {
+  float s = 0.f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      const int lo = (w[b].qs[j] & 0x0F) - 8;  // element j
+      const int hi = (w[b].qs[j] >> 4) - 8;    // element j + 16
+      sumi += lo * x[b].qs[j] + hi * x[b].qs[j + QK4_0 / 2];
+    }
+    s += float(sumi) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+  }
+  return s;
+}
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block.
+void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K and Q5_K share everything but the high bit; qh == nullptr means Q4_K.
+// Returns (sum of sc*q*xq, sum of m*xq) for one super-block.
+void k4_block_sums(const uint8_t* scales, const uint8_t* qs, const uint8_t* qh,
+                   const int8_t* xq, int32_t* sum_q, int32_t* sum_m) {
+  *sum_q = 0;
+  *sum_m = 0;
+  for (int j = 0; j < 8; ++j) {
+    int sc = 0, m = 0;
+    scale_min_k4(j, scales, &sc, &m);
+    const int chunk = j / 2;         // 64-element chunk sharing 32 qs bytes
+    const int shift = (j % 2) * 4;   // low nibbles first, then high nibbles
+    int32_t isum = 0, xsum = 0;
+    for (int l = 0; l < 32; ++l) {
+      int q = (qs[32 * chunk + l] >> shift) & 0x0F;
+      if (qh) q += ((qh[l] >> j) & 1) << 4;
+      isum += q * xq[32 * j + l];
+      xsum += xq[32 * j + l];
+    }
+    *sum_q += sc * isum;
+    *sum_m += m * xsum;
+  }
+}
+
+float dot_q4_k(const block_q4_k* w, const block_q8_k* x, int64_t nb) {
+  float s = 0.f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum_q = 0, sum_m = 0;
+    k4_block_sums(w[b].scales, w[b].qs, nullptr, x[b].qs, &sum_q, &sum_m);
+    const float d = f16_to_f32(w[b].d) * x[b].d;
+    const float dmin = f16_to_f32(w[b].dmin) * x[b].d;
+    s += d * float(sum_q) - dmin * float(sum_m);
+  }
+  return s;
+}
+
+float dot_q5_k(const block_q5_k* w, const block_q8_k* x, int64_t nb) {
+  float s = 0.f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum_q = 0, sum_m = 0;
+    k4_block_sums(w[b].scales, w[b].qs, w[b].qh, x[b].qs, &sum_q, &sum_m);
+    const float d = f16_to_f32(w[b].d) * x[b].d;
+    const float dmin = f16_to_f32(w[b].dmin) * x[b].d;
+    s += d * float(sum_q) - dmin * float(sum_m);
+  }
+  return s;
+}
+
+float dot_q6_k(const block_q6_k* w, const block_q8_k* x, int64_t nb) {
+  float s = 0.f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sumi = 0;
+    for (int i = 0; i < QK_K; ++i) {
+      // Element i: half h (128 each), quarter q within the half, lane l.
+      const int h = i / 128, q = (i % 128) / 32, l = i % 32;
+      const uint8_t lo = w[b].ql[64 * h + 32 * (q & 1) + l];
+      const int low4 = (q < 2) ? (lo & 0x0F) : (lo >> 4);
+      const int high2 = (w[b].qh[32 * h + l] >> (2 * q)) & 3;
+      const int v = (low4 | (high2 << 4)) - 32;
+      sumi += int32_t(w[b].scales[i / 16]) * v * x[b].qs[i];
+    }
+    s += (f16_to_f32(w[b].d) * x[b].d) * float(sumi);
+  }
+  return s;
+}
+
+float dot_row(DType t, const uint8_t* w, const uint8_t* x, int64_t n) {
+  switch (t) {
+    case DType::f32: return dot_f32((const float*)w, (const float*)x, n);
+    case DType::f16: return dot_f16((const f16_bits*)w, (const f16_bits*)x, n);
+    case DType::bf16: return dot_bf16((const bf16_bits*)w, (const bf16_bits*)x, n);
+    case DType::q8_0: return dot_q8_0((const block_q8_0*)w, (const block_q8_0*)x, n / QK8_0);
+    case DType::q4_0: return dot_q4_0((const block_q4_0*)w, (const block_q8_0*)x, n / QK4_0);
+    case DType::q4_k: return dot_q4_k((const block_q4_k*)w, (const block_q8_k*)x, n / QK_K);
+    case DType::q5_k: return dot_q5_k((const block_q5_k*)w, (const block_q8_k*)x, n / QK_K);
+    case DType::q6_k: return dot_q6_k((const block_q6_k*)w, (const block_q8_k*)x, n / QK_K);
+    default: throw std::invalid_argument("matmul: unsupported weight type");
+  }
+}
+
+// Converts one activation row to the dot type; deterministic per row, so the converted
+// activations of a token never depend on the batch it came in.
+void convert_row(DType dt, const float* x, uint8_t* dst, int64_t n) {
+  switch (dt) {
+    case DType::f32: std::memcpy(dst, x, size_t(n) * sizeof(float)); break;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) ((f16_bits*)dst)[i] = f32_to_f16(x[i]);
+      break;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) ((bf16_bits*)dst)[i] = f32_to_bf16(x[i]);
+      break;
+    case DType::q8_0: quantize_row_q8_0(x, (block_q8_0*)dst, n); break;
+    case DType::q8_k: quantize_row_q8_k(x, (block_q8_k*)dst, n); break;
+    default: throw std::invalid_argument("matmul: no activation conversion");
+  }
+}
+
+void check_matmul_args(const Matrix& w, int64_t n_tokens) {
+  switch (w.type) {
+    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0: case DType::q4_0:
+    case DType::q4_k: case DType::q5_k: case DType::q6_k: break;
+    default:
+      throw std::invalid_argument(std::string("matmul: unsupported weight type ") +
+                                  dtype_name(w.type));
+  }
+  const int64_t blk = traits(detail::dot_type(w.type)).block_elems;
+  if (w.rows < 0 || w.cols < 0 || n_tokens < 0 || w.cols % blk != 0 ||
+      w.cols % traits(w.type).block_elems != 0)
+    throw std::invalid_argument("matmul: bad shape (cols " + std::to_string(w.cols) +
+                                " for " + dtype_name(w.type) + ")");
+  if (w.rows > 0 && w.cols > 0 && !w.data)
+    throw std::invalid_argument("matmul: null weight data");
+}
+
+}  // namespace
+
+namespace detail {
+
+DType dot_type(DType wtype) {
+  switch (wtype) {
+    case DType::q8_0: case DType::q4_0: return DType::q8_0;
+    case DType::q4_k: case DType::q5_k: case DType::q6_k: return DType::q8_k;
+    default: return wtype;  // f32, f16, bf16 dot in their own type
+  }
+}
+
+void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  // Rows outer, tokens inner: the weight row stays in cache across tokens.
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wr = a.w + size_t(r) * a.w_stride;
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      a.y[t * a.y_stride + r] = dot_row(a.wtype, wr, a.x + size_t(t) * a.x_stride, a.cols);
+  }
+}
+
+}  // namespace detail
+
+// WARMSTART_ISA=scalar forces the scalar reference kernels (for debugging and for
+// comparing against the SIMD path); any other value, or none, picks the best the CPU
+// supports. Read once per process.
+Isa detected_isa() {
+  static const Isa isa = [] {
+    const char* env = std::getenv("WARMSTART_ISA");
+    if (env && std::string(env) == "scalar") return Isa::scalar;
+    return cpu_has_avx2() ? Isa::avx2 : Isa::scalar;
+  }();
+  return isa;
+}
+
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            Isa isa) {
+  check_matmul_args(w, n_tokens);
+  if (w.rows == 0 || n_tokens == 0) return;
+  if (isa == Isa::avx2 && !cpu_has_avx2())
+    throw std::invalid_argument("matmul: AVX2/FMA/F16C requested but not supported by this CPU");
+  if (w.cols == 0) {
+    std::memset(y, 0, size_t(n_tokens * w.rows) * sizeof(float));
+    return;
+  }
+  const DType dt = detail::dot_type(w.type);
+  detail::MatmulArgs a;
+  a.wtype = w.type;
+  a.w = w.data;
+  a.w_stride = w.row_stride();
+  a.cols = w.cols;
+  a.n_tokens = n_tokens;
+  a.y = y;
+  a.y_stride = w.rows;
+  a.x_stride = row_bytes(dt, w.cols);
+  std::vector<uint8_t> xconv;  // [n_tokens][x_stride bytes] activations in the dot type
+  if (dt == DType::f32) {
+    a.x = reinterpret_cast<const uint8_t*>(x);  // no conversion needed
+  } else {
+    xconv.resize(size_t(n_tokens) * a.x_stride);
+    const int64_t grain = std::max<int64_t>(1, 16384 / w.cols);
+    pool.parallel_for(n_tokens, grain, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        convert_row(dt, x + t * w.cols, xconv.data() + size_t(t) * a.x_stride, w.cols);
+    });
+    a.x = xconv.data();
+  }
+  // Split rows in whole tiles; a chunk should hold enough multiply-adds (~64K) to be
+  // worth a thread wake-up.
+  const int64_t n_tiles = (w.rows + detail::kRowTile - 1) / detail::kRowTile;
+  const int64_t macs_per_tile = detail::kRowTile * w.cols * n_tokens;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, macs_per_tile));
+  const auto rows_fn = (isa == Isa::avx2) ? detail::matmul_rows_avx2 : detail::matmul_rows_scalar;
+  pool.parallel_for(n_tiles, grain, [&](int64_t b, int64_t e) {
+    rows_fn(a, b * detail::kRowTile, std::min(w.rows, e * detail::kRowTile));
+  });
+}
+
+void get_row(const Matrix& w, int64_t row, float* dst) {
+  if (row < 0 || row >= w.rows) throw std::out_of_range("get_row: row out of range");
+  dequantize_row(w.type, w.data + size_t(row) * w.row_stride(), dst, w.cols);
+}
+
+}  // namespace ws

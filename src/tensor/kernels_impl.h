@@ -1,0 +1,37 @@
+// Private interface between the matmul driver (kernels.cpp) and the per-ISA kernels
+// (kernels.cpp scalar reference, kernels_avx2.cpp). Not part of the public API.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ws::detail {
+
+// One matmul after the activations were converted to the weight's dot type.
+struct MatmulArgs {
+  DType wtype = DType::f32;  // weight type; the activation type follows from it
+  const uint8_t* w = nullptr;  // [rows][w_stride bytes], weight rows
+  size_t w_stride = 0;         // bytes per weight row
+  const uint8_t* x = nullptr;  // [n_tokens][x_stride bytes], converted activations
+  size_t x_stride = 0;         // bytes per activation row
+  int64_t cols = 0;            // elements per row (shared by w and x)
+  int64_t n_tokens = 0;
+  float* y = nullptr;  // [n_tokens][y_stride] f32
+  int64_t y_stride = 0;  // = rows
+};
+
+// The type activations are converted to before dot products with `wtype` weights.
+DType dot_type(DType wtype);
+
+// Computes y[t][r] for all tokens t and rows r in [r0, r1). Every output element is one
+// dot product whose float operation sequence depends only on (wtype, cols), never on
+// r0, r1, n_tokens or the element's position in a tile: that is batch invariance.
+void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1);
+void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
+
+// Row tile of the AVX2 kernel; the driver hands out row ranges in multiples of it so
+// that threads rarely fall back to edge tiles (correctness does not depend on it).
+constexpr int64_t kRowTile = 4;
+
+}  // namespace ws::detail

@@ -1,0 +1,177 @@
+// warmstart's logits against llama.cpp's goldens (shared/fixtures/golden), for every
+// golden whose model architecture warmstart supports; unsupported architectures must be
+// refused with a message naming them. Files are discovered at run time.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/eval.h"
+#include "engine/logit_report.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+
+namespace fs = std::filesystem;
+using namespace ws;
+
+namespace {
+
+const fs::path kShared = WS_SHARED_DIR;
+
+std::vector<std::string> golden_files() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(kShared / "fixtures" / "golden")) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.value("format", "") == "llama-golden-v1") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Tolerances of the engine-core issue, chosen by the weights' storage type.
+struct Tolerance {
+  const char* kind;
+  double max_abs, mean_abs, mean_nll, argmax_agreement;
+};
+Tolerance tolerance_for(const gguf::File& f) {
+  bool f16 = false, quant = false;
+  for (const auto& t : f.tensors()) {
+    if (t.type == DType::f16 || t.type == DType::bf16) f16 = true;
+    else if (t.type != DType::f32) quant = true;
+  }
+  if (quant) return {"quantized", 0.5, 0.05, 5e-2, 0.9};
+  if (f16) return {"f16", 2e-2, 2e-3, 1e-2, 0.99};
+  return {"f32", 1e-3, 1e-4, 1e-3, 0.99};
+}
+
+struct Figures {
+  double max_abs = 0, mean_abs = 0, mean_nll_diff = 0, argmax_agreement = 0;
+  int argmax_compared = 0;
+};
+
+Figures compare(const LogitProbe& ours, const LogitProbe& gold, double gap_tolerance) {
+  Figures f;
+  EXPECT_EQ(ours.full_positions, gold.full_positions);
+  EXPECT_EQ(ours.full_rows.size(), gold.full_rows.size());
+  double sum = 0;
+  const size_t n = std::min(ours.full_rows.size(), gold.full_rows.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(ours.full_rows[i]) - double(gold.full_rows[i]));
+    EXPECT_TRUE(std::isfinite(ours.full_rows[i]));
+    f.max_abs = std::max(f.max_abs, d);
+    sum += d;
+  }
+  f.mean_abs = n ? sum / double(n) : 0;
+  f.mean_nll_diff = std::fabs(ours.mean_nll - gold.mean_nll);
+  // Argmax agreement over positions whose golden top-1/top-2 gap exceeds the tolerance
+  // (a near-tie may flip on rounding alone).
+  int agree = 0;
+  for (size_t i = 0; i < gold.argmax.size() && i < ours.argmax.size(); ++i) {
+    if (gold.top8[i].size() > 1 && gold.top8[i][0].second - gold.top8[i][1].second <= gap_tolerance) continue;
+    ++f.argmax_compared;
+    agree += ours.argmax[i] == gold.argmax[i];
+  }
+  f.argmax_agreement = f.argmax_compared ? double(agree) / f.argmax_compared : 1.0;
+  return f;
+}
+
+class GoldenLogits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenLogits, MatchesLlamaCpp) {
+  std::ifstream in(GetParam());
+  const auto g = nlohmann::json::parse(in);
+  const fs::path model_path = kShared / g.at("model_file").get<std::string>();
+  const auto file = gguf::File::open(model_path.string());
+  std::unique_ptr<Model> model;
+  try {
+    model = load_model(file);
+  } catch (const gguf::GgufError& e) {
+    // Not supported (yet): it must be refused by name, never half-loaded.
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("unsupported architecture '" + file.get_string("general.architecture") + "'"),
+              std::string::npos)
+        << msg;
+    return;
+  }
+  ASSERT_EQ(model->config().n_vocab, g.at("n_vocab").get<int32_t>());
+  const Tolerance tol = tolerance_for(file);
+  ThreadPool pool(2);
+  for (const auto& gold : read_golden(GetParam())) {
+    SCOPED_TRACE(gold.name);
+    MemoryOptions mem;
+    mem.n_ctx = int32_t(gold.tokens.size());
+    SeqState state = model->make_state(mem);
+    std::vector<float> logits;  // [n][n_vocab]
+    eval_tokens(*model, state, gold.tokens, gold.n_ubatch > 0 ? gold.n_ubatch : 512, LogitsMode::all, logits, pool);
+    const auto ours = make_probe(gold.name, gold.tokens, logits, model->config().n_vocab, gold.n_ubatch);
+    const Figures f = compare(ours, gold, tol.mean_abs);
+    std::printf("[figures] %s %s (%s): max|dlogit| %.3g mean|dlogit| %.3g |dmeanNLL| %.3g argmax %.4f (%d pos)\n",
+                fs::path(GetParam()).stem().c_str(), gold.name.c_str(), tol.kind, f.max_abs, f.mean_abs,
+                f.mean_nll_diff, f.argmax_agreement, f.argmax_compared);
+    EXPECT_LE(f.max_abs, tol.max_abs);
+    EXPECT_LE(f.mean_abs, tol.mean_abs);
+    EXPECT_LE(f.mean_nll_diff, tol.mean_nll);
+    EXPECT_GE(f.argmax_agreement, tol.argmax_agreement);
+  }
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = fs::path(info.param).stem().string();
+  for (auto& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits, ::testing::ValuesIn(golden_files()), test_name);
+
+// The CLI writes the same format: run `warmstart logits` on a golden probe's tokens and
+// read its output back with the golden reader.
+TEST(LogitsCli, WritesGoldenFormatThatMatches) {
+  const auto files = golden_files();
+  ASSERT_FALSE(files.empty());
+  std::string chosen;
+  for (const auto& path : files) {  // the first golden of a supported, F32 model
+    std::ifstream in(path);
+    const auto g = nlohmann::json::parse(in);
+    const auto file = gguf::File::open((kShared / g.at("model_file").get<std::string>()).string());
+    if (tolerance_for(file).kind != std::string("f32")) continue;
+    try {
+      load_model(file);
+    } catch (const gguf::GgufError&) {
+      continue;
+    }
+    chosen = path;
+    break;
+  }
+  ASSERT_FALSE(chosen.empty());
+  std::ifstream in(chosen);
+  const auto g = nlohmann::json::parse(in);
+  const auto gold = read_golden(chosen).at(1);  // the random probe
+  char dir_tmpl[] = "/tmp/ws-logits-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_tmpl), nullptr);
+  const fs::path dir = dir_tmpl;
+  {
+    std::ofstream tf(dir / "tokens.txt");
+    for (size_t i = 0; i < gold.tokens.size(); ++i) tf << gold.tokens[i] << (i % 10 == 9 ? "\n" : ", ");
+  }
+  const std::string cmd = std::string(WS_BINARY) + " logits -m " + (kShared / g.at("model_file").get<std::string>()).string() +
+                          " --tokens-file " + (dir / "tokens.txt").string() + " --ubatch 32 -t 2 --out " +
+                          (dir / "out").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto ours = read_golden((dir / "out.json").string());
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_EQ(ours[0].tokens, gold.tokens);
+  const Figures f = compare(ours[0], gold, 1e-3);
+  EXPECT_LE(f.max_abs, 1e-3);
+  EXPECT_LE(f.mean_nll_diff, 1e-3);
+  EXPECT_GE(f.argmax_agreement, 0.99);
+  fs::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,265 @@
+// Tests of the matmul kernels and the thread pool.
+//
+// Correctness: scalar and AVX2 matmuls are compared with a float64 dot product of the
+// dequantized weights and the dequantized converted activations (the exact math the
+// kernels implement), within a tolerance relative to sum |w*x| that is ~100x float
+// rounding but far below any indexing/layout bug (those give O(1) relative errors).
+// Batch invariance: outputs must be bit-identical for any batch size, offset of the token
+// in the batch, and thread count.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "tensor/kernels.h"
+#include "tensor/quant.h"
+
+namespace ws {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(n);  // [n] f32
+  for (auto& f : v) f = dist(rng);
+  return v;
+}
+
+struct Weights {
+  std::vector<uint8_t> bytes;  // [rows][row_bytes(type, cols)] quantized rows
+  Matrix m;
+};
+
+Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  Weights w;
+  const auto src = random_floats(size_t(rows * cols), seed);  // [rows][cols] f32
+  const size_t stride = row_bytes(t, cols);
+  w.bytes.resize(size_t(rows) * stride);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(t, src.data() + r * cols, w.bytes.data() + r * stride, cols);
+  w.m = Matrix{t, rows, cols, w.bytes.data()};
+  return w;
+}
+
+// The activation row as the kernels see it after conversion to the dot type, in f32.
+std::vector<float> converted_activation(DType wtype, const float* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));  // [n] f32
+  switch (wtype) {
+    case DType::f32: std::copy(x, x + n, out.begin()); break;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(f32_to_f16(x[i]));
+      break;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+      break;
+    case DType::q8_0: case DType::q4_0: {
+      std::vector<block_q8_0> q(size_t(n / QK8_0));  // [n/32] Q8_0 blocks
+      quantize_row_q8_0(x, q.data(), n);
+      dequantize_row(DType::q8_0, q.data(), out.data(), n);
+      break;
+    }
+    default: {  // K-quants dot with Q8_K; dequantized by hand (not a storage type)
+      std::vector<block_q8_k> q(size_t(n / QK_K));  // [n/256] Q8_K blocks
+      quantize_row_q8_k(x, q.data(), n);
+      for (int64_t i = 0; i < n; ++i) out[i] = q[i / QK_K].d * q[i / QK_K].qs[i % QK_K];
+      break;
+    }
+  }
+  return out;
+}
+
+struct Reference {
+  std::vector<double> y;    // [n_tokens][rows] float64 dot products
+  std::vector<double> mag;  // [n_tokens][rows] sum |w*x|, the scale of rounding error
+};
+
+Reference reference_matmul(const Matrix& w, const float* x, int64_t n_tokens) {
+  Reference ref;
+  ref.y.resize(size_t(n_tokens * w.rows));
+  ref.mag.resize(ref.y.size());
+  std::vector<float> wr(static_cast<size_t>(w.cols));  // [cols] f32 dequantized weight row
+  for (int64_t r = 0; r < w.rows; ++r) {
+    get_row(w, r, wr.data());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const auto xa = converted_activation(w.type, x + t * w.cols, w.cols);
+      double s = 0, m = 0;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        s += double(wr[c]) * xa[c];
+        m += std::fabs(double(wr[c]) * xa[c]);
+      }
+      ref.y[t * w.rows + r] = s;
+      ref.mag[t * w.rows + r] = m;
+    }
+  }
+  return ref;
+}
+
+bool have_avx2() { return detected_isa() == Isa::avx2; }
+
+struct Case {
+  DType type;
+  int64_t cols;
+};
+
+// Row count 37: odd and not a multiple of the 4-row tile. Float types also get a column
+// count that is not a multiple of the 8-lane block, to exercise the tail.
+const Case kCases[] = {
+    {DType::f32, 200},  {DType::f32, 203},  {DType::f16, 200},  {DType::f16, 77},
+    {DType::bf16, 200}, {DType::bf16, 13},  {DType::q8_0, 320}, {DType::q4_0, 320},
+    {DType::q4_k, 512}, {DType::q5_k, 512}, {DType::q6_k, 512}, {DType::q6_k, 2560},
+    {DType::q4_k, 2560}, {DType::q5_k, 2560}, {DType::q8_0, 2560},
+};
+constexpr int64_t kRows = 37;
+
+class MatmulCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MatmulCase, MatchesFloat64Reference) {
+  const Case c = GetParam();
+  const int64_t n_tokens = 9;
+  const Weights w = make_weights(c.type, kRows, c.cols, 1);
+  const auto x = random_floats(size_t(n_tokens * c.cols), 2);  // [n_tokens][cols] f32
+  const Reference ref = reference_matmul(w.m, x.data(), n_tokens);
+  ThreadPool pool(2);
+  std::vector<Isa> isas = {Isa::scalar};
+  if (have_avx2()) isas.push_back(Isa::avx2);
+  std::vector<std::vector<float>> outs;  // per ISA: [n_tokens][rows] f32
+  for (Isa isa : isas) {
+    std::vector<float> y(size_t(n_tokens * kRows), NAN);  // [n_tokens][rows] f32
+    matmul(w.m, x.data(), n_tokens, y.data(), pool, isa);
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(y[i], ref.y[i], 1e-5 * ref.mag[i] + 1e-30)
+          << dtype_name(c.type) << " isa " << int(isa) << " element " << i;
+    outs.push_back(std::move(y));
+  }
+  if (outs.size() == 2) {  // scalar vs AVX2: same integer sums, different float summation
+    for (size_t i = 0; i < outs[0].size(); ++i)
+      ASSERT_NEAR(outs[0][i], outs[1][i], 1e-5 * ref.mag[i] + 1e-30) << i;
+  }
+}
+
+// Each token's output must be bit-identical whether it is alone, or at any position of a
+// batch of 3, 7, 32 or 64 tokens, computed by 1, 2 or 3 threads.
+TEST_P(MatmulCase, BatchInvariant) {
+  const Case c = GetParam();
+  const int64_t max_tokens = 64, offset = 5;
+  const Weights w = make_weights(c.type, kRows, c.cols, 3);
+  const auto x = random_floats(size_t((max_tokens + offset) * c.cols), 4);  // [69][cols] f32
+  std::vector<Isa> isas = {Isa::scalar};
+  if (have_avx2()) isas.push_back(Isa::avx2);
+  for (Isa isa : isas) {
+    ThreadPool one(1);
+    std::vector<float> single(size_t((max_tokens + offset) * kRows));  // [69][rows] f32
+    for (int64_t t = 0; t < max_tokens + offset; ++t)
+      matmul(w.m, x.data() + t * c.cols, 1, single.data() + t * kRows, one, isa);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {1, 3, 7, 32, 64}) {
+        for (int64_t off : {int64_t(0), offset}) {
+          std::vector<float> y(size_t(n * kRows));  // [n][rows] f32
+          matmul(w.m, x.data() + off * c.cols, n, y.data(), pool, isa);
+          ASSERT_EQ(0, std::memcmp(y.data(), single.data() + off * kRows, y.size() * 4))
+              << dtype_name(c.type) << " isa " << int(isa) << " threads " << threads
+              << " n " << n << " offset " << off;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulCase, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(dtype_name(info.param.type)) + "_" +
+                                  std::to_string(info.param.cols);
+                         });
+
+TEST(Matmul, ManyRowsSplitAcrossThreadsMatchSingleThread) {
+  // Enough rows that every thread gets several tiles, plus a ragged end (1001 = 4*250+1).
+  const Weights w = make_weights(DType::q4_0, 1001, 256, 5);
+  const auto x = random_floats(size_t(3 * 256), 6);  // [3][256] f32
+  ThreadPool one(1), four(4);
+  std::vector<float> a(3 * 1001), b(3 * 1001);  // [3][1001] f32
+  matmul(w.m, x.data(), 3, a.data(), one);
+  matmul(w.m, x.data(), 3, b.data(), four);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+TEST(Matmul, RejectsBadInput) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> data(1024);  // raw bytes standing in for weights
+  float x[64] = {}, y[4] = {};      // [1][64] activations, [1][4] outputs
+  EXPECT_THROW(matmul(Matrix{DType::q4_1, 1, 32, data.data()}, x, 1, y, pool),
+               std::invalid_argument);
+  EXPECT_THROW(matmul(Matrix{DType::q8_0, 1, 48, data.data()}, x, 1, y, pool),
+               std::invalid_argument);
+  EXPECT_THROW(matmul(Matrix{DType::q4_k, 1, 64, data.data()}, x, 1, y, pool),
+               std::invalid_argument);
+}
+
+TEST(Matmul, GetRowMatchesDequantize) {
+  const Weights w = make_weights(DType::q6_k, 5, 256, 7);
+  std::vector<float> got(256), want(256);  // [256] f32
+  get_row(w.m, 3, got.data());
+  dequantize_row(DType::q6_k, w.bytes.data() + 3 * w.m.row_stride(), want.data(), 256);
+  EXPECT_EQ(got, want);
+  EXPECT_THROW(get_row(w.m, 5, got.data()), std::out_of_range);
+}
+
+TEST(ThreadPool, RunCallsEveryIndexOnce) {
+  for (int n : {1, 2, 5}) {
+    ThreadPool pool(n);
+    for (int rep = 0; rep < 50; ++rep) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));  // [n] calls per thread index
+      pool.run([&](int i, int total) {
+        EXPECT_EQ(total, n);
+        hits[size_t(i)]++;
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
+  }
+}
+
+TEST(ThreadPool, SizeOneRunsInline) {
+  ThreadPool pool(1);
+  std::thread::id seen;
+  pool.run([&](int, int) { seen = std::this_thread::get_id(); });
+  EXPECT_EQ(seen, std::this_thread::get_id());
+}
+
+TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 7, 100, 1001}) {
+    for (int64_t grain : {1, 4, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));  // [n] visits per index
+      pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        EXPECT_LT(b, e);
+        for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1) << "n " << n << " grain " << grain;
+    }
+  }
+}
+
+TEST(ThreadPool, ExceptionReachesCallerAndPoolStaysUsable) {
+  ThreadPool pool(3);
+  EXPECT_THROW(pool.run([](int i, int) {
+    if (i == 2) throw std::runtime_error("boom");
+  }),
+               std::runtime_error);
+  std::atomic<int> count{0};
+  pool.run([&](int, int) { count++; });
+  EXPECT_EQ(count.load(), 3);
+}
+
+TEST(ThreadPool, DestroyWithoutRunning) {
+  // Fails by hanging (test timeout) if idle workers are not woken and joined.
+  for (int i = 0; i < 20; ++i) ThreadPool pool(4);
+}
+
+}  // namespace
+}  // namespace ws
