@@ -14,5 +14,6 @@ Command add_run(CLI::App& root);
 Command add_logits(CLI::App& root);
 Command add_tokenize(CLI::App& root);
 Command add_quantize(CLI::App& root);
+Command add_replay(CLI::App& root);
 
 }  // namespace ws::cli

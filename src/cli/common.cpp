@@ -1,5 +1,8 @@
 #include "cli/common.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -37,6 +40,11 @@ std::vector<Token> parse_token_list(const std::string& text, const std::string& 
     i = j;
   }
   return out;
+}
+
+double default_cache_budget_mb() {
+  const double total_mb = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / 1048576.0;
+  return std::min(8192.0, total_mb / 4);
 }
 
 std::string read_file(const std::string& path) {

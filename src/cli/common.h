@@ -19,6 +19,9 @@ struct LoadedModel {
 };
 LoadedModel load(const std::string& path);
 
+// A quarter of physical memory, at most 8 GiB: room for the model and the OS.
+double default_cache_budget_mb();
+
 inline int default_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : int(n);

@@ -16,7 +16,29 @@ struct LogitsOptions {
   int ubatch = 512;
   int threads = default_threads();
   int ctx = 0;  // 0 = just enough for the tokens
+  int restore_at = -1;  // evaluate [0, K), snapshot, drop the state, restore, evaluate the rest
 };
+
+// Evaluates tokens[0:K], takes a snapshot, destroys the live state, restores the snapshot
+// into a fresh state and evaluates the rest: the output must equal a straight run.
+std::vector<float> eval_with_restore(const Model& model, const MemoryOptions& mem, const std::vector<Token>& tokens,
+                                     int32_t k, int32_t ubatch, ThreadPool& pool) {
+  const size_t n_vocab = size_t(model.config().n_vocab);
+  std::vector<float> head, tail;  // [K][n_vocab], [n-K][n_vocab]
+  const std::span<const Token> all(tokens);
+  Snapshot snap;
+  {
+    SeqState live = model.make_state(mem);
+    eval_tokens(model, live, all.first(size_t(k)), ubatch, LogitsMode::all, head, pool);
+    snap = live.snapshot();
+  }
+  SeqState fresh = model.make_state(mem);
+  fresh.restore(snap);
+  eval_tokens(model, fresh, all.subspan(size_t(k)), ubatch, LogitsMode::all, tail, pool);
+  head.resize(size_t(k) * n_vocab);
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
 
 int run_logits(const LogitsOptions& o) {
   LoadedModel m = load(o.model);
@@ -32,9 +54,16 @@ int run_logits(const LogitsOptions& o) {
     throw std::runtime_error(std::to_string(tokens.size()) + " tokens do not fit in a context of " +
                              std::to_string(mem.n_ctx) + " (raise -c)");
   ThreadPool pool(o.threads);
-  SeqState state = m.model->make_state(mem);
   std::vector<float> logits;  // [n][n_vocab]
-  eval_tokens(*m.model, state, tokens, o.ubatch, LogitsMode::all, logits, pool);
+  if (o.restore_at >= 0) {
+    if (o.restore_at > int(tokens.size()))
+      throw std::runtime_error("--restore-at " + std::to_string(o.restore_at) + " is past the " +
+                               std::to_string(tokens.size()) + " tokens");
+    logits = eval_with_restore(*m.model, mem, tokens, o.restore_at, o.ubatch, pool);
+  } else {
+    SeqState state = m.model->make_state(mem);
+    eval_tokens(*m.model, state, tokens, o.ubatch, LogitsMode::all, logits, pool);
+  }
   const auto probe = make_probe("warmstart", tokens, logits, m.model->config().n_vocab, o.ubatch);
   write_golden(o.out, probe, o.model);
   std::fprintf(stderr, "%zu tokens, mean NLL %.6f -> %s.json, %s.logits.f32\n", tokens.size(), probe.mean_nll,
@@ -58,6 +87,9 @@ Command add_logits(CLI::App& root) {
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size (default: the number of tokens)");
   app->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f32", "f16"}));
+  app->add_option("--restore-at", o->restore_at,
+                  "evaluate tokens[0:K], snapshot, destroy, restore into a fresh state, evaluate the rest")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--out", o->out, "output prefix: PREFIX.json and PREFIX.logits.f32")->required();
   return {app, [o] {
             if (o->tokens.empty() && o->tokens_file.empty() && o->text.empty())

@@ -1,75 +1,356 @@
 #include "memory/state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace ws {
-
 namespace {
+
 size_t elem_size(KvType t) { return t == KvType::f32 ? 4 : 2; }
+
+uint64_t mix64(uint64_t h) {  // murmur3's finaliser: every input bit affects every output bit
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+uint64_t hash_values(std::initializer_list<uint64_t> values) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (uint64_t v : values) h = mix64(h ^ v) + 0x9e3779b97f4a7c15ULL;
+  return h;
+}
+
+// Appends n rows of f32 `src` to `dst`, converted to the storage type.
+void append_rows(std::vector<uint8_t>& dst, const float* src, size_t count, KvType type) {
+  const size_t old = dst.size();
+  dst.resize(old + count * elem_size(type));
+  if (type == KvType::f32) {
+    std::memcpy(dst.data() + old, src, count * 4);
+  } else {
+    auto* out = reinterpret_cast<f16_bits*>(dst.data() + old);
+    for (size_t i = 0; i < count; ++i) out[i] = f32_to_f16(src[i]);
+  }
+}
+
+// dst[d] = element `index` .. +n of `src` (f32 or f16 storage) as f32.
+void load_row(const uint8_t* src, size_t index, int32_t n, KvType type, float* dst) {
+  if (type == KvType::f32) {
+    std::memcpy(dst, src + index * 4, size_t(n) * 4);
+  } else {
+    const auto* h = reinterpret_cast<const f16_bits*>(src) + index;
+    for (int32_t d = 0; d < n; ++d) dst[d] = f16_to_f32(h[d]);
+  }
+}
+
+[[noreturn]] void refuse(const std::string& why) { throw std::runtime_error("snapshot refused: " + why); }
+
 }  // namespace
 
-FullKvState::FullKvState(int32_t n_kv_heads, int32_t head_dim, int32_t n_ctx, KvType type)
-    : n_kv_heads_(n_kv_heads), head_dim_(head_dim), n_ctx_(n_ctx), type_(type) {}
+const char* layer_kind_name(LayerKind k) {
+  switch (k) {
+    case LayerKind::full_kv: return "full KV";
+    case LayerKind::sliding_kv: return "sliding-window KV";
+    case LayerKind::recurrent: return "recurrent";
+  }
+  return "?";
+}
+
+uint64_t hash_bytes(const void* data, size_t n, uint64_t seed) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = mix64(seed ^ (n * 0x9e3779b97f4a7c15ULL));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ (w * 0x87c37b91114253d5ULL)) * 0x4cf5ad432745937fULL;
+    h = (h << 31) | (h >> 33);
+  }
+  uint64_t tail = 0;
+  for (size_t k = 0; i < n; ++i, ++k) tail |= uint64_t(p[i]) << (8 * k);
+  return mix64(h ^ tail);
+}
+
+uint64_t LayerSnapshot::compute_checksum() const {
+  uint64_t h = hash_bytes(bytes.data(), bytes.size(),
+                          hash_values({uint64_t(kind), uint64_t(position), uint64_t(first_position), shape_tag}));
+  for (const auto& p : pages) h = hash_values({h, p->checksum});
+  return h;
+}
+
+uint64_t Snapshot::compute_checksum() const {
+  uint64_t h = hash_values({model_id, uint64_t(position), layers.size()});
+  for (const auto& l : layers) h = hash_values({h, l.checksum});
+  return h;
+}
+
+size_t Snapshot::copied_bytes() const {
+  size_t b = 0;
+  for (const auto& l : layers) b += l.bytes.size();
+  return b;
+}
+
+size_t Snapshot::page_bytes() const {
+  std::vector<const KvPage*> seen;
+  size_t b = 0;
+  for (const auto& l : layers)
+    for (const auto& p : l.pages) {
+      if (std::find(seen.begin(), seen.end(), p.get()) != seen.end()) continue;
+      seen.push_back(p.get());
+      b += p->k.size() + p->v.size();
+    }
+  return b;
+}
+
+uint64_t KvStore::shape_tag() const {
+  return hash_values({uint64_t(kind()), uint64_t(n_kv_heads_), uint64_t(head_dim_), uint64_t(type_)});
+}
+
+// ---------------------------------------------------------------- FullKvState
+
+FullKvState::FullKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t page_size)
+    : KvStore(n_kv_heads, head_dim, type), page_size_(page_size) {
+  if (page_size <= 0) throw std::invalid_argument("KV page size must be positive");
+}
+
+size_t FullKvState::page_bytes() const { return 2 * size_t(page_size_) * row_size() * elem_size(type_); }
+
+size_t FullKvState::bytes() const { return sealed_.size() * page_bytes() + tail_.k.size() + tail_.v.size(); }
+
+void FullKvState::seal_tail() {
+  auto page = std::make_shared<KvPage>(std::move(tail_));
+  page->checksum = hash_bytes(page->v.data(), page->v.size(), hash_bytes(page->k.data(), page->k.size()));
+  sealed_.push_back(std::move(page));
+  tail_ = KvPage{};
+}
+
+void FullKvState::append(const float* k, const float* v, int32_t n) {
+  const size_t row = size_t(row_size());
+  int32_t done = 0;
+  while (done < n) {
+    const int32_t in_tail = n_ - int32_t(sealed_.size()) * page_size_;
+    const int32_t take = std::min(n - done, page_size_ - in_tail);
+    if (in_tail == 0) {
+      tail_.k.reserve(size_t(page_size_) * row * elem_size(type_));
+      tail_.v.reserve(size_t(page_size_) * row * elem_size(type_));
+    }
+    append_rows(tail_.k, k + size_t(done) * row, size_t(take) * row, type_);
+    append_rows(tail_.v, v + size_t(done) * row, size_t(take) * row, type_);
+    n_ += take;
+    done += take;
+    if (in_tail + take == page_size_) seal_tail();
+  }
+}
+
+void FullKvState::read(bool keys, int32_t h, int32_t p_begin, int32_t p_end, float* dst) const {
+  const size_t row = size_t(row_size());
+  for (int32_t p = p_begin; p < p_end; ++p) {
+    const size_t page = size_t(p / page_size_);
+    const KvPage& pg = page < sealed_.size() ? *sealed_[page] : tail_;
+    const auto& buf = keys ? pg.k : pg.v;
+    load_row(buf.data(), size_t(p % page_size_) * row + size_t(h) * head_dim_, head_dim_, type_,
+             dst + size_t(p - p_begin) * head_dim_);
+  }
+}
+void FullKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const { read(true, h, b, e, dst); }
+void FullKvState::read_values(int32_t h, int32_t b, int32_t e, float* dst) const { read(false, h, b, e, dst); }
 
 void FullKvState::truncate(int32_t pos) {
   if (pos < 0 || pos > n_) throw std::logic_error("FullKvState::truncate: position out of range");
+  const size_t row_bytes = size_t(row_size()) * elem_size(type_);
+  const size_t page = size_t(pos / page_size_);
+  if (page < sealed_.size()) {
+    // The cut falls inside a sealed (shared) page: copy its head into a private tail.
+    const KvPage& src = *sealed_[page];
+    const size_t keep = size_t(pos % page_size_) * row_bytes;
+    tail_.k.assign(src.k.begin(), src.k.begin() + long(keep));
+    tail_.v.assign(src.v.begin(), src.v.begin() + long(keep));
+    sealed_.resize(page);
+  } else {
+    const size_t keep = size_t(pos - int32_t(sealed_.size()) * page_size_) * row_bytes;
+    tail_.k.resize(keep);
+    tail_.v.resize(keep);
+  }
   n_ = pos;
-  const size_t keep = size_t(n_) * row_size() * elem_size(type_);
-  k_.resize(keep);
-  v_.resize(keep);
 }
 
-size_t FullKvState::bytes() const { return k_.size() + v_.size(); }
-
 std::unique_ptr<LayerState> FullKvState::fork() const {
-  auto f = std::make_unique<FullKvState>(n_kv_heads_, head_dim_, n_ctx_, type_);
+  auto f = std::make_unique<FullKvState>(n_kv_heads_, head_dim_, type_, page_size_);
+  f->n_ = n_;
+  f->sealed_ = sealed_;  // shared, immutable
+  f->tail_.k = tail_.k;  // private copy: the only mutable part
+  f->tail_.v = tail_.v;
+  return f;
+}
+
+LayerSnapshot FullKvState::snapshot() const {
+  LayerSnapshot s;
+  s.kind = kind();
+  s.position = n_;
+  s.pages = sealed_;
+  s.bytes.reserve(tail_.k.size() + tail_.v.size());
+  s.bytes.insert(s.bytes.end(), tail_.k.begin(), tail_.k.end());
+  s.bytes.insert(s.bytes.end(), tail_.v.begin(), tail_.v.end());
+  s.shape_tag = hash_values({shape_tag(), uint64_t(page_size_)});
+  s.checksum = s.compute_checksum();
+  return s;
+}
+
+void FullKvState::restore(const LayerSnapshot& s) {
+  if (s.kind != kind()) refuse(std::string("layer kind ") + layer_kind_name(s.kind) + ", expected full KV");
+  if (s.shape_tag != hash_values({shape_tag(), uint64_t(page_size_)})) refuse("KV layer shape differs");
+  const int32_t tail_rows = s.position - int32_t(s.pages.size()) * page_size_;
+  const size_t row_bytes = size_t(row_size()) * elem_size(type_);
+  if (tail_rows < 0 || tail_rows >= page_size_ || s.bytes.size() != 2 * size_t(tail_rows) * row_bytes)
+    refuse("KV layer sizes are inconsistent");
+  for (const auto& p : s.pages)
+    if (!p || p->k.size() + p->v.size() != page_bytes()) refuse("KV page has the wrong size");
+  if (s.compute_checksum() != s.checksum) refuse("KV layer checksum mismatch (corrupted)");
+  sealed_ = s.pages;
+  const size_t half = s.bytes.size() / 2;
+  tail_.k.assign(s.bytes.begin(), s.bytes.begin() + long(half));
+  tail_.v.assign(s.bytes.begin() + long(half), s.bytes.end());
+  n_ = s.position;
+}
+
+// ------------------------------------------------------------- SlidingKvState
+
+SlidingKvState::SlidingKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t window, int32_t slack)
+    : KvStore(n_kv_heads, head_dim, type), window_(window), slack_(std::max(0, slack)) {
+  if (window <= 0) throw std::invalid_argument("sliding window must be positive");
+}
+
+int32_t SlidingKvState::truncate_floor() const {
+  // The next token at position c needs keys c-W+1 .. c-1: they must all still be held.
+  return first_ == 0 ? 0 : std::min(n_, first_ + window_ - 1);
+}
+
+void SlidingKvState::truncate(int32_t pos) {
+  if (pos < truncate_floor() || pos > n_) throw std::logic_error("SlidingKvState::truncate below its floor");
+  const size_t keep = size_t(pos - first_) * row_size() * elem_size(type_);
+  k_.resize(keep);
+  v_.resize(keep);
+  n_ = pos;
+}
+
+void SlidingKvState::append(const float* k, const float* v, int32_t n) {
+  // Drop cells no query of this batch (or a cut within the slack) can need.
+  const int32_t new_first = std::max(first_, n_ - (window_ - 1) - slack_);
+  if (new_first > first_) {
+    const size_t drop = size_t(new_first - first_) * row_size() * elem_size(type_);
+    k_.erase(k_.begin(), k_.begin() + long(drop));
+    v_.erase(v_.begin(), v_.begin() + long(drop));
+    first_ = new_first;
+  }
+  append_rows(k_, k, size_t(n) * row_size(), type_);
+  append_rows(v_, v, size_t(n) * row_size(), type_);
+  n_ += n;
+}
+
+void SlidingKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const {
+  for (int32_t p = b; p < e; ++p)
+    load_row(k_.data(), size_t(p - first_) * row_size() + size_t(h) * head_dim_, head_dim_, type_,
+             dst + size_t(p - b) * head_dim_);
+}
+void SlidingKvState::read_values(int32_t h, int32_t b, int32_t e, float* dst) const {
+  for (int32_t p = b; p < e; ++p)
+    load_row(v_.data(), size_t(p - first_) * row_size() + size_t(h) * head_dim_, head_dim_, type_,
+             dst + size_t(p - b) * head_dim_);
+}
+
+std::unique_ptr<LayerState> SlidingKvState::fork() const {
+  auto f = std::make_unique<SlidingKvState>(n_kv_heads_, head_dim_, type_, window_, slack_);
+  f->first_ = first_;
   f->n_ = n_;
   f->k_ = k_;
   f->v_ = v_;
   return f;
 }
 
-void FullKvState::store(std::vector<uint8_t>& buf, const float* src, int32_t n) {
-  const size_t count = size_t(n) * row_size();
-  const size_t old = buf.size();
-  if (buf.capacity() < old + count * elem_size(type_))
-    buf.reserve(std::max(old + count * elem_size(type_), std::min(buf.capacity() * 2,
-                         size_t(n_ctx_) * row_size() * elem_size(type_))));
-  buf.resize(old + count * elem_size(type_));
-  if (type_ == KvType::f32) {
-    std::copy(src, src + count, reinterpret_cast<float*>(buf.data() + old));
-  } else {
-    auto* dst = reinterpret_cast<f16_bits*>(buf.data() + old);
-    for (size_t i = 0; i < count; ++i) dst[i] = f32_to_f16(src[i]);
+LayerSnapshot SlidingKvState::snapshot() const {
+  // Only the last W-1 cells matter for continuing from here.
+  LayerSnapshot s;
+  s.kind = kind();
+  s.position = n_;
+  s.first_position = std::max(first_, n_ - (window_ - 1));
+  const size_t skip = size_t(s.first_position - first_) * row_size() * elem_size(type_);
+  s.bytes.reserve(2 * (k_.size() - skip));
+  s.bytes.insert(s.bytes.end(), k_.begin() + long(skip), k_.end());
+  s.bytes.insert(s.bytes.end(), v_.begin() + long(skip), v_.end());
+  s.shape_tag = hash_values({shape_tag(), uint64_t(window_)});
+  s.checksum = s.compute_checksum();
+  return s;
+}
+
+void SlidingKvState::restore(const LayerSnapshot& s) {
+  if (s.kind != kind()) refuse(std::string("layer kind ") + layer_kind_name(s.kind) + ", expected sliding-window KV");
+  if (s.shape_tag != hash_values({shape_tag(), uint64_t(window_)})) refuse("sliding-window layer shape differs");
+  const size_t row_bytes = size_t(row_size()) * elem_size(type_);
+  if (s.first_position < 0 || s.first_position > s.position ||
+      s.bytes.size() != 2 * size_t(s.position - s.first_position) * row_bytes)
+    refuse("sliding-window layer sizes are inconsistent");
+  if (s.compute_checksum() != s.checksum) refuse("sliding-window layer checksum mismatch (corrupted)");
+  const size_t half = s.bytes.size() / 2;
+  k_.assign(s.bytes.begin(), s.bytes.begin() + long(half));
+  v_.assign(s.bytes.begin() + long(half), s.bytes.end());
+  first_ = s.first_position;
+  n_ = s.position;
+}
+
+// ------------------------------------------------------------- RecurrentState
+
+RecurrentState::RecurrentState(std::vector<size_t> buffer_sizes) : sizes_(std::move(buffer_sizes)) {
+  size_t total = 0;
+  for (size_t s : sizes_) {
+    offsets_.push_back(total);
+    total += s;
   }
+  data_.assign(total, 0.f);
 }
 
-void FullKvState::append(const float* k, const float* v, int32_t n) {
-  if (n_ + n > n_ctx_)
-    throw std::runtime_error("context full: " + std::to_string(n_ + n) + " positions exceed the context size " +
-                             std::to_string(n_ctx_) + " (raise -c)");
-  store(k_, k, n);
-  store(v_, v, n);
-  n_ += n;
+std::span<float> RecurrentState::buffer(size_t i) { return {data_.data() + offsets_.at(i), sizes_.at(i)}; }
+std::span<const float> RecurrentState::buffer(size_t i) const {
+  return {data_.data() + offsets_.at(i), sizes_.at(i)};
 }
 
-void FullKvState::read(const std::vector<uint8_t>& buf, int32_t h, int32_t n, float* dst) const {
-  const size_t rs = size_t(row_size());
-  if (type_ == KvType::f32) {
-    const auto* src = reinterpret_cast<const float*>(buf.data());
-    for (int32_t p = 0; p < n; ++p)
-      std::copy_n(src + p * rs + size_t(h) * head_dim_, head_dim_, dst + size_t(p) * head_dim_);
-  } else {
-    const auto* src = reinterpret_cast<const f16_bits*>(buf.data());
-    for (int32_t p = 0; p < n; ++p)
-      for (int32_t d = 0; d < head_dim_; ++d)
-        dst[size_t(p) * head_dim_ + d] = f16_to_f32(src[p * rs + size_t(h) * head_dim_ + d]);
-  }
+void RecurrentState::truncate(int32_t pos) {
+  if (pos != n_) throw std::logic_error("RecurrentState::truncate: recurrent state cannot be cut back");
 }
 
-void FullKvState::read_keys(int32_t h, int32_t n, float* dst) const { read(k_, h, n, dst); }
-void FullKvState::read_values(int32_t h, int32_t n, float* dst) const { read(v_, h, n, dst); }
+std::unique_ptr<LayerState> RecurrentState::fork() const {
+  auto f = std::make_unique<RecurrentState>(sizes_);
+  f->data_ = data_;
+  f->n_ = n_;
+  return f;
+}
+
+LayerSnapshot RecurrentState::snapshot() const {
+  LayerSnapshot s;
+  s.kind = kind();
+  s.position = n_;
+  s.bytes.resize(data_.size() * sizeof(float));
+  std::memcpy(s.bytes.data(), data_.data(), s.bytes.size());
+  uint64_t tag = hash_values({uint64_t(kind()), sizes_.size()});
+  for (size_t z : sizes_) tag = hash_values({tag, z});
+  s.shape_tag = tag;
+  s.checksum = s.compute_checksum();
+  return s;
+}
+
+void RecurrentState::restore(const LayerSnapshot& s) {
+  if (s.kind != kind()) refuse(std::string("layer kind ") + layer_kind_name(s.kind) + ", expected recurrent");
+  uint64_t tag = hash_values({uint64_t(kind()), sizes_.size()});
+  for (size_t z : sizes_) tag = hash_values({tag, z});
+  if (s.shape_tag != tag || s.bytes.size() != data_.size() * sizeof(float)) refuse("recurrent layer shape differs");
+  if (s.compute_checksum() != s.checksum) refuse("recurrent layer checksum mismatch (corrupted)");
+  std::memcpy(data_.data(), s.bytes.data(), s.bytes.size());
+  n_ = s.position;
+}
+
+// ------------------------------------------------------------------- SeqState
 
 void SeqState::check_room(int64_t n) const {
   if (position_ + n > n_ctx_)
@@ -84,7 +365,9 @@ int32_t SeqState::truncate_floor() const {
 }
 
 bool SeqState::try_truncate(int32_t pos) {
-  if (pos < 0 || pos > position_ || pos < truncate_floor()) return false;
+  if (pos < 0 || pos > position_) return false;
+  for (const auto& l : layers_)  // the parts that can refuse answer first
+    if (pos < l->truncate_floor()) return false;
   for (auto& l : layers_) l->truncate(pos);
   position_ = pos;
   return true;
@@ -100,9 +383,38 @@ SeqState SeqState::fork() const {
   std::vector<std::unique_ptr<LayerState>> layers;
   layers.reserve(layers_.size());
   for (const auto& l : layers_) layers.push_back(l->fork());
-  SeqState s(std::move(layers), n_ctx_);
+  SeqState s(std::move(layers), n_ctx_, model_id_);
   s.position_ = position_;
   return s;
+}
+
+Snapshot SeqState::snapshot() const {
+  Snapshot s;
+  s.model_id = model_id_;
+  s.position = position_;
+  s.layers.reserve(layers_.size());
+  for (const auto& l : layers_) s.layers.push_back(l->snapshot());
+  s.checksum = s.compute_checksum();
+  return s;
+}
+
+void SeqState::restore(const Snapshot& s) {
+  if (s.model_id != model_id_) refuse("it was taken from a different model");
+  if (s.layers.size() != layers_.size())
+    refuse("it has " + std::to_string(s.layers.size()) + " layers, the model " + std::to_string(layers_.size()));
+  if (s.compute_checksum() != s.checksum) refuse("checksum mismatch (corrupted)");
+  if (s.position > n_ctx_) refuse("its position exceeds the context size");
+  // Restore into forks first so that a refusal in any layer leaves this state unchanged.
+  std::vector<std::unique_ptr<LayerState>> fresh;
+  fresh.reserve(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (s.layers[i].position != s.position) refuse("layer positions disagree");
+    auto l = layers_[i]->fork();
+    l->restore(s.layers[i]);
+    fresh.push_back(std::move(l));
+  }
+  layers_ = std::move(fresh);
+  position_ = s.position;
 }
 
 }  // namespace ws

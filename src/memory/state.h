@@ -1,9 +1,17 @@
 // Per-layer memory of one sequence and their composition. A model declares the kind of
 // each layer; SeqState is just that list — no class per combination of kinds.
-// (Snapshots, paged KV and the recurrent kinds build on these seams.)
+//
+// Kinds:
+//   FullKvState     attention KV in fixed-size pages; full pages are immutable and shared
+//                   (reference-counted) between forks and snapshots. Cut anywhere.
+//   SlidingKvState  attention KV of a sliding-window layer: the window plus `slack` cells.
+//                   Keeping W-1+k cells allows a cut of k positions.
+//   RecurrentState  fixed-size f32 buffers (conv tail, SSM state, delta-net state) that
+//                   each token overwrites: it can only be "cut" to where it is.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,60 +20,164 @@
 namespace ws {
 
 enum class KvType { f32, f16 };
+enum class LayerKind : uint8_t { full_kv, sliding_kv, recurrent };
+const char* layer_kind_name(LayerKind k);
 
 struct MemoryOptions {
   int32_t n_ctx = 4096;        // maximum positions a sequence may hold
   KvType kv_type = KvType::f32;
+  int32_t kv_page_size = 64;   // positions per KV page
+  int32_t swa_slack = 256;     // cells kept beyond a sliding window (how far it can be cut back)
+};
+
+// One page of attention KV: page_size positions of every kv head.
+struct KvPage {
+  std::vector<uint8_t> k;  // [page_size][n_kv_heads][head_dim] f32 or f16
+  std::vector<uint8_t> v;  // [page_size][n_kv_heads][head_dim] f32 or f16
+  uint64_t checksum = 0;   // of k and v, set when the page is sealed (full, immutable)
+};
+
+// The saved state of one layer. Full pages are shared by reference; everything else is a
+// copy. Isolated: nothing done to the live state afterwards can change it.
+struct LayerSnapshot {
+  LayerKind kind = LayerKind::full_kv;
+  int32_t position = 0;
+  int32_t first_position = 0;                         // sliding KV: oldest cell held
+  std::vector<std::shared_ptr<const KvPage>> pages;   // full KV: sealed pages, in order
+  std::vector<uint8_t> bytes;                         // copied state (tail page / cells / buffers)
+  uint64_t shape_tag = 0;                             // the layer's geometry; restore checks it
+  uint64_t checksum = 0;                              // over bytes, page checksums and shape
+  uint64_t compute_checksum() const;
+};
+
+struct Snapshot {
+  uint64_t model_id = 0;
+  int32_t position = 0;
+  std::vector<LayerSnapshot> layers;
+  uint64_t checksum = 0;  // over the layer checksums, position and model id
+  uint64_t compute_checksum() const;
+  size_t copied_bytes() const;  // bytes owned by this snapshot alone
+  size_t page_bytes() const;    // bytes of the distinct pages it references (maybe shared)
+  size_t bytes() const { return copied_bytes() + page_bytes(); }
 };
 
 class LayerState {
  public:
   virtual ~LayerState() = default;
+  virtual LayerKind kind() const = 0;
   virtual int32_t position() const = 0;        // tokens consumed so far
   virtual int32_t truncate_floor() const = 0;  // lowest position it can be cut back to exactly
   virtual void truncate(int32_t pos) = 0;      // pre: truncate_floor() <= pos <= position()
-  virtual size_t bytes() const = 0;            // memory held for this sequence
-  virtual std::unique_ptr<LayerState> fork() const = 0;  // deep, isolated copy
+  virtual size_t bytes() const = 0;            // memory held (shared pages counted in full)
+  virtual std::unique_ptr<LayerState> fork() const = 0;  // isolated copy (shares sealed pages)
+  virtual LayerSnapshot snapshot() const = 0;
+  // Replaces this layer's state; throws std::runtime_error if the snapshot's kind or
+  // shape does not match this layer (the state is then unchanged).
+  virtual void restore(const LayerSnapshot& s) = 0;
 };
 
-// Full attention KV of one layer: every position is kept, so any cut is exact.
-class FullKvState final : public LayerState {
+// Attention KV of one layer, read by position.
+class KvStore : public LayerState {
  public:
-  FullKvState(int32_t n_kv_heads, int32_t head_dim, int32_t n_ctx, KvType type);
+  KvStore(int32_t n_kv_heads, int32_t head_dim, KvType type)
+      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), type_(type) {}
+  int32_t n_kv_heads() const { return n_kv_heads_; }
+  int32_t head_dim() const { return head_dim_; }
+  int32_t row_size() const { return n_kv_heads_ * head_dim_; }
+  KvType type() const { return type_; }
+  virtual int32_t first_position() const = 0;  // oldest position still held
+  // Appends n positions: k, v are [n][n_kv_heads * head_dim] f32 (stored as type()).
+  virtual void append(const float* k, const float* v, int32_t n) = 0;
+  // dst: [p_end - p_begin][head_dim] f32 of head h, first_position() <= p_begin <= p_end <= position().
+  virtual void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
+  virtual void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
 
+ protected:
+  uint64_t shape_tag() const;
+  int32_t n_kv_heads_, head_dim_;
+  KvType type_;
+};
+
+class FullKvState final : public KvStore {
+ public:
+  FullKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t page_size);
+  LayerKind kind() const override { return LayerKind::full_kv; }
   int32_t position() const override { return n_; }
   int32_t truncate_floor() const override { return 0; }
   void truncate(int32_t pos) override;
   size_t bytes() const override;
   std::unique_ptr<LayerState> fork() const override;
-
-  int32_t row_size() const { return n_kv_heads_ * head_dim_; }
-  int32_t head_dim() const { return head_dim_; }
-  int32_t n_kv_heads() const { return n_kv_heads_; }
-  KvType type() const { return type_; }
-  // Appends n positions: k, v are [n][n_kv_heads * head_dim] f32 (stored as type()).
-  void append(const float* k, const float* v, int32_t n);
-  // Copies head h of positions [0, n) into dst: [n][head_dim] f32.
-  void read_keys(int32_t h, int32_t n, float* dst) const;
-  void read_values(int32_t h, int32_t n, float* dst) const;
+  LayerSnapshot snapshot() const override;
+  void restore(const LayerSnapshot& s) override;
+  int32_t first_position() const override { return 0; }
+  void append(const float* k, const float* v, int32_t n) override;
+  void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
+  void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
+  size_t page_bytes() const;  // bytes of one full page
 
  private:
-  void store(std::vector<uint8_t>& buf, const float* src, int32_t n);
-  void read(const std::vector<uint8_t>& buf, int32_t h, int32_t n, float* dst) const;
+  void read(bool keys, int32_t h, int32_t p_begin, int32_t p_end, float* dst) const;
+  void seal_tail();
 
-  int32_t n_kv_heads_, head_dim_, n_ctx_;
-  KvType type_;
+  int32_t page_size_;
   int32_t n_ = 0;
-  std::vector<uint8_t> k_;  // [n_][n_kv_heads][head_dim] of f32 or f16 (type_)
-  std::vector<uint8_t> v_;  // [n_][n_kv_heads][head_dim] of f32 or f16 (type_)
+  std::vector<std::shared_ptr<const KvPage>> sealed_;  // full, immutable pages, in order
+  KvPage tail_;  // positions [sealed_.size() * page_size_, n_): k/v hold exactly those rows
+};
+
+class SlidingKvState final : public KvStore {
+ public:
+  SlidingKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t window, int32_t slack);
+  LayerKind kind() const override { return LayerKind::sliding_kv; }
+  int32_t position() const override { return n_; }
+  int32_t truncate_floor() const override;
+  void truncate(int32_t pos) override;
+  size_t bytes() const override { return k_.size() + v_.size(); }
+  std::unique_ptr<LayerState> fork() const override;
+  LayerSnapshot snapshot() const override;  // holds the last window-1 cells
+  void restore(const LayerSnapshot& s) override;
+  int32_t first_position() const override { return first_; }
+  void append(const float* k, const float* v, int32_t n) override;
+  void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
+  void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
+  int32_t window() const { return window_; }
+
+ private:
+  int32_t window_, slack_;
+  int32_t first_ = 0, n_ = 0;
+  std::vector<uint8_t> k_;  // [n_ - first_][n_kv_heads][head_dim] f32 or f16
+  std::vector<uint8_t> v_;  // [n_ - first_][n_kv_heads][head_dim] f32 or f16
+};
+
+// Fixed-size f32 buffers that every token overwrites (conv tails, SSM / delta-net state).
+class RecurrentState final : public LayerState {
+ public:
+  explicit RecurrentState(std::vector<size_t> buffer_sizes);  // element counts, zero-initialised
+  LayerKind kind() const override { return LayerKind::recurrent; }
+  int32_t position() const override { return n_; }
+  int32_t truncate_floor() const override { return n_; }
+  void truncate(int32_t pos) override;
+  size_t bytes() const override { return data_.size() * sizeof(float); }
+  std::unique_ptr<LayerState> fork() const override;
+  LayerSnapshot snapshot() const override;
+  void restore(const LayerSnapshot& s) override;
+
+  std::span<float> buffer(size_t i);
+  std::span<const float> buffer(size_t i) const;
+  void advance(int32_t n) { n_ += n; }  // the model calls this after updating the buffers
+
+ private:
+  std::vector<size_t> sizes_, offsets_;
+  std::vector<float> data_;  // all buffers back to back, f32
+  int32_t n_ = 0;
 };
 
 // All layers of one sequence. Copying is only by fork().
 class SeqState {
  public:
   SeqState() = default;
-  SeqState(std::vector<std::unique_ptr<LayerState>> layers, int32_t n_ctx)
-      : layers_(std::move(layers)), n_ctx_(n_ctx) {}
+  SeqState(std::vector<std::unique_ptr<LayerState>> layers, int32_t n_ctx, uint64_t model_id)
+      : layers_(std::move(layers)), n_ctx_(n_ctx), model_id_(model_id) {}
   SeqState(SeqState&&) = default;
   SeqState& operator=(SeqState&&) = default;
   SeqState(const SeqState&) = delete;
@@ -73,13 +185,20 @@ class SeqState {
 
   int32_t position() const { return position_; }
   int32_t n_ctx() const { return n_ctx_; }
+  uint64_t model_id() const { return model_id_; }
   void advance(int32_t n) { position_ += n; }
   // Throws a user-facing error unless n more positions fit in the context.
   void check_room(int64_t n) const;
-  int32_t truncate_floor() const;          // max over layers
-  bool try_truncate(int32_t pos);          // all-or-nothing; false => unchanged
+  int32_t truncate_floor() const;  // max over layers
+  // All-or-nothing: checks every layer's floor first (the parts that can refuse), then
+  // cuts. false => unchanged.
+  bool try_truncate(int32_t pos);
   size_t bytes() const;
   SeqState fork() const;
+  Snapshot snapshot() const;
+  // Refuses (std::runtime_error, state unchanged) a snapshot of another model, of another
+  // layer layout, or whose checksums do not match its contents.
+  void restore(const Snapshot& s);
 
   size_t n_layers() const { return layers_.size(); }
   LayerState& layer(size_t i) { return *layers_[i]; }
@@ -88,7 +207,11 @@ class SeqState {
  private:
   std::vector<std::unique_ptr<LayerState>> layers_;  // [n_layer], kinds declared by the model
   int32_t n_ctx_ = 0;
+  uint64_t model_id_ = 0;
   int32_t position_ = 0;
 };
+
+// 64-bit hash used for checksums and model identity (not cryptographic).
+uint64_t hash_bytes(const void* data, size_t n, uint64_t seed = 0);
 
 }  // namespace ws

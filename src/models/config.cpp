@@ -17,6 +17,7 @@ ModelConfig read_common_config(const gguf::File& f, const std::string& arch) {
   const ArchKeys k(f, arch);
   ModelConfig c;
   c.arch = arch;
+  c.model_id = model_identity(f);
   c.n_embd = int32_t(k.require_int("embedding_length"));
   c.n_layer = int32_t(k.require_int("block_count"));
   c.n_head = int32_t(k.get_int("attention.head_count", 0));

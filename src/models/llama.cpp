@@ -53,8 +53,8 @@ class LlamaModel final : public Model {
   SeqState make_state(const MemoryOptions& opts) const override {
     std::vector<std::unique_ptr<LayerState>> layers;
     for (int32_t i = 0; i < cfg_.n_layer; ++i)
-      layers.push_back(std::make_unique<FullKvState>(cfg_.n_head_kv, cfg_.head_dim, opts.n_ctx, opts.kv_type));
-    return SeqState(std::move(layers), opts.n_ctx);
+      layers.push_back(std::make_unique<FullKvState>(cfg_.n_head_kv, cfg_.head_dim, opts.kv_type, opts.kv_page_size));
+    return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
   }
 
   void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
@@ -101,7 +101,7 @@ class LlamaModel final : public Model {
     ops::rope(q.data(), n, cfg_.n_head, int32_t(hd), cfg_.n_rot, pos0, cfg_.rope_base, cfg_.rope_type);
     ops::rope(k.data(), n, cfg_.n_head_kv, int32_t(hd), cfg_.n_rot, pos0, cfg_.rope_base, cfg_.rope_type);
     kv.append(k.data(), v.data(), int32_t(n));
-    ops::attention(q.data(), kv, n, pos0, cfg_.n_head, 1.0f / std::sqrt(float(hd)), attn.data(), pool);
+    ops::attention(q.data(), kv, n, pos0, {cfg_.n_head, 1.0f / std::sqrt(float(hd)), 0}, attn.data(), pool);
     matmul(l.wo, attn.data(), n, o.data(), pool);
     ops::add_scaled(x, o.data(), n * d);
 

@@ -19,6 +19,7 @@ enum class RopeType { none, norm, neox };
 
 struct ModelConfig {
   std::string arch;
+  uint64_t model_id = 0;     // identity of the weights (snapshots of another model are refused)
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layer = 0;
@@ -52,5 +53,9 @@ class Model {
 // outlive the model (weights point into its mapping). Throws with a clear message for
 // an unsupported architecture or missing/misshapen tensors.
 std::unique_ptr<Model> load_model(const gguf::File& file);
+
+// A 64-bit identity of a model file: its metadata, tensor index and a sample of every
+// tensor's data. Cheap (does not read the whole file).
+uint64_t model_identity(const gguf::File& file);
 
 }  // namespace ws

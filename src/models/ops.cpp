@@ -89,30 +89,35 @@ void attend_one(const float* q, const float* keys, const float* values, size_t s
 
 }  // namespace
 
-void attention(const float* q, const FullKvState& kv, int64_t n_tokens, int32_t pos0, int32_t n_head,
-               float scale, float* out, ThreadPool& pool) {
+void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
+               float* out, ThreadPool& pool) {
   const int32_t hd = kv.head_dim();
   const int32_t n_kv_heads = kv.n_kv_heads();
-  const int32_t group = n_head / n_kv_heads;
-  const int32_t n_cells = pos0 + int32_t(n_tokens);
+  const int32_t group = p.n_head / n_kv_heads;
+  const int32_t p_end = pos0 + int32_t(n_tokens);
+  // The oldest key any query of this batch can see.
+  const int32_t p_begin = p.window > 0 ? std::max(kv.first_position(), pos0 - p.window + 1) : kv.first_position();
+  const int32_t n_cells = p_end - p_begin;
   // keys/values: [n_kv_heads][n_cells][head_dim] f32, gathered once per call so the
-  // inner loops read contiguous rows whatever the storage type.
+  // inner loops read contiguous rows whatever the storage (pages, window, f16).
   std::vector<float> keys(size_t(n_kv_heads) * n_cells * hd), values(keys.size());
   for (int32_t g = 0; g < n_kv_heads; ++g) {
-    kv.read_keys(g, n_cells, keys.data() + size_t(g) * n_cells * hd);
-    kv.read_values(g, n_cells, values.data() + size_t(g) * n_cells * hd);
+    kv.read_keys(g, p_begin, p_end, keys.data() + size_t(g) * n_cells * hd);
+    kv.read_values(g, p_begin, p_end, values.data() + size_t(g) * n_cells * hd);
   }
-  const int64_t n_jobs = n_tokens * n_head;
+  const int64_t n_jobs = n_tokens * p.n_head;
   pool.parallel_for(n_jobs, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(n_cells));  // [n_cells] f32 scratch
     for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / n_head;
-      const int32_t h = int32_t(job % n_head);
+      const int64_t t = job / p.n_head;
+      const int32_t h = int32_t(job % p.n_head);
       const int32_t g = h / group;
-      const int32_t n_visible = pos0 + int32_t(t) + 1;  // causal: itself and everything before
-      attend_one(q + (t * n_head + h) * hd, keys.data() + size_t(g) * n_cells * hd,
-                 values.data() + size_t(g) * n_cells * hd, size_t(hd), n_visible, hd, scale, scores.data(),
-                 out + (t * n_head + h) * hd);
+      const int32_t pos = pos0 + int32_t(t);
+      // Visible keys: [first, pos] (causal), limited to the window.
+      const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
+      const size_t off = size_t(g) * n_cells * hd + size_t(first - p_begin) * hd;
+      attend_one(q + (t * p.n_head + h) * hd, keys.data() + off, values.data() + off, size_t(hd), pos - first + 1,
+                 hd, p.scale, scores.data(), out + (t * p.n_head + h) * hd);
     }
   });
 }

@@ -20,12 +20,17 @@ void add_scaled(float* a, const float* b, int64_t n, float scale = 1.f);
 void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos0,
           float base, RopeType type);
 
-// Causal attention of n_tokens queries at positions pos0.. against the first pos0+n_tokens
-// cells of kv (which already holds the new tokens).
+struct AttentionParams {
+  int32_t n_head = 0;
+  float scale = 1.f;    // multiplies q.k before the softmax
+  int32_t window = 0;   // sliding window: a query at p sees keys p0 with p - p0 < window; 0 = all
+};
+// Causal attention of n_tokens queries at positions pos0.. against kv, which already holds
+// the new tokens (kv.position() == pos0 + n_tokens).
 //   q: [n_tokens][n_head][head_dim], out: [n_tokens][n_head][head_dim].
 // GQA: query head h reads kv head h / (n_head / n_kv_heads).
-void attention(const float* q, const FullKvState& kv, int64_t n_tokens, int32_t pos0, int32_t n_head,
-               float scale, float* out, ThreadPool& pool);
+void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
+               float* out, ThreadPool& pool);
 
 // Dense-weight helpers that turn a GGUF tensor into a Matrix / norm vector, checking
 // shape and type with errors that name the tensor.

@@ -1,6 +1,9 @@
 #include "models/registry.h"
 
+#include <algorithm>
 #include <string_view>
+
+#include "memory/state.h"
 
 namespace ws {
 namespace {
@@ -12,6 +15,13 @@ struct ArchEntry {
 constexpr ArchEntry kArchs[] = {
     {"llama", make_llama_family},
     {"qwen3", make_llama_family},
+    {"mamba2", make_mamba2_family},
+    {"granitehybrid", make_mamba2_family},
+    {"nemotron_h", make_mamba2_family},
+    {"gemma3", make_gemma3},
+    {"mamba", make_mamba},
+    {"lfm2", make_lfm2},
+    {"qwen35", make_qwen35},
 };
 
 }  // namespace
@@ -25,6 +35,15 @@ std::unique_ptr<Model> load_model(const gguf::File& f) {
     known += (known.empty() ? "" : ", ") + std::string(a.name);
   }
   f.fail("unsupported architecture '" + arch + "' (supported: " + known + ")");
+}
+
+uint64_t model_identity(const gguf::File& f) {
+  // Header (metadata + tensor index) and the first bytes of every tensor: different
+  // weights of the same shape (another seed, another quantization) get another identity.
+  const auto bytes = f.bytes();
+  uint64_t h = hash_bytes(bytes.data(), std::min<size_t>(f.data_offset(), bytes.size()), bytes.size());
+  for (const auto& t : f.tensors()) h = hash_bytes(t.data, std::min<uint64_t>(t.nbytes, 256), h);
+  return h;
 }
 
 }  // namespace ws

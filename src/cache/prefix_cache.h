@@ -1,0 +1,110 @@
+// Cross-turn reuse: a radix tree over token ids holding checkpoints (snapshots of a
+// sequence's state), the policy that decides where checkpoints go, a byte budget with
+// eviction by compute saved per byte, and statistics. Knows nothing of HTTP.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memory/state.h"
+
+namespace ws {
+
+using Token = int32_t;
+
+enum class Boundary : uint8_t { message, media, periodic, frontier, reply };
+const char* boundary_name(Boundary b);
+
+// Which layer kinds a model has: decides how a cached state may be reused.
+struct ReuseTraits {
+  bool can_truncate = true;  // every layer is full KV: a deeper checkpoint can be cut back
+};
+
+// The result of looking a prompt up.
+struct Hit {
+  std::shared_ptr<const Snapshot> snapshot;  // null on a miss
+  int32_t reuse = 0;           // tokens of the prompt covered (restore, then cut back to this)
+  int32_t common_prefix = 0;   // longest prefix shared with anything cached
+  std::string miss_reason;     // why less than common_prefix (and < prompt-1) was reused; "" otherwise
+  uint64_t node_id = 0;        // pin handle: pass to release()
+};
+
+struct CacheStats {
+  uint64_t lookups = 0, hits = 0, misses = 0;
+  uint64_t reused_tokens = 0, computed_tokens = 0;
+  uint64_t checkpoints_stored = 0, evictions = 0, corrupt_rejected = 0;
+  size_t bytes_in_use = 0, budget_bytes = 0;
+  size_t n_checkpoints = 0;
+  double restore_ms_total = 0;
+};
+
+// Where checkpoints go during one turn's prompt ingest.
+struct CheckpointPolicy {
+  int32_t every_n = 512;  // also every N tokens (0 = off)
+  // Sorted, distinct positions in (from, to] at which to snapshot: message/media
+  // boundaries, multiples of every_n, and the frontier `to`.
+  std::vector<std::pair<int32_t, Boundary>> plan(int32_t from, int32_t to, std::span<const int32_t> message_ends,
+                                                 std::span<const int32_t> media_ends) const;
+};
+
+class PrefixCache {
+ public:
+  explicit PrefixCache(size_t budget_bytes) { stats_.budget_bytes = budget_bytes; }
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  bool enabled() const { return stats_.budget_bytes > 0; }
+  // Deepest usable state for `prompt` of model `model_id`. At least one token is always
+  // left to compute (its logits are needed). The returned node is pinned (never evicted)
+  // until release().
+  Hit acquire(uint64_t model_id, std::span<const Token> prompt, const ReuseTraits& traits);
+  void release(const Hit& hit);
+  // Stores a checkpoint for `prefix` (= the tokens the state has consumed, in order).
+  void put(uint64_t model_id, std::span<const Token> prefix, Snapshot snapshot, Boundary kind);
+  // Drops a checkpoint that failed to restore (corrupted): the turn then runs cold.
+  void reject(const Hit& hit);
+  void record_turn(int32_t reused, int32_t computed, double restore_ms);
+
+  CacheStats stats() const;
+  // Test hook: the stored snapshot at exactly `prefix` (null if none), to corrupt it.
+  std::shared_ptr<Snapshot> find_for_test(uint64_t model_id, std::span<const Token> prefix);
+
+ private:
+  struct Node {
+    uint64_t id = 0;
+    std::vector<Token> edge;                        // tokens from the parent to this node
+    int32_t depth = 0;                              // position at the end of `edge`
+    Node* parent = nullptr;
+    std::map<Token, std::unique_ptr<Node>> children;  // by first token of the child's edge
+    std::shared_ptr<Snapshot> checkpoint;           // state after `depth` tokens, or null
+    Boundary kind = Boundary::periodic;
+    int pins = 0;
+    uint64_t last_used = 0;
+    bool evicted = false;                           // a checkpoint here was evicted
+  };
+  struct Walk {
+    Node* deepest = nullptr;     // last node fully or partly matched
+    int32_t matched = 0;         // common prefix length
+  };
+
+  Node& root_for(uint64_t model_id);
+  Walk walk(Node& root, std::span<const Token> prompt) const;
+  Node* insert(Node& root, std::span<const Token> prefix);
+  void account(const Snapshot& s, int sign);
+  size_t unique_bytes(const Snapshot& s) const;  // bytes freed if s alone were dropped
+  void evict_to_budget();
+  Node* find_node(uint64_t id);
+
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::unique_ptr<Node>> roots_;  // one tree per model identity
+  std::map<const KvPage*, int> page_refs_;           // pages referenced by checkpoints
+  uint64_t next_id_ = 1, clock_ = 0;
+  CacheStats stats_;
+};
+
+}  // namespace ws

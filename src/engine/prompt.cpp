@@ -1,0 +1,43 @@
+#include "engine/prompt.h"
+
+#include <stdexcept>
+
+namespace ws {
+
+RenderedText render_chatml(const nlohmann::json& messages, bool add_generation_prompt) {
+  RenderedText r;
+  for (const auto& m : messages) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw std::invalid_argument("each message needs a string 'role'");
+    const std::string role = m["role"].get<std::string>();
+    std::string content;
+    if (m.contains("content") && m["content"].is_string()) content = m["content"].get<std::string>();
+    r.text += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
+    if (role == "system" || role == "user") r.message_ends.push_back(r.text.size());
+  }
+  if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
+  return r;
+}
+
+PromptTokens tokenize_prompt(const Tokenizer& tok, const std::string& text, std::span<const size_t> byte_ends) {
+  PromptTokens p;
+  p.tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  // Byte offset in `text` where each token ends. A BOS the tokenizer added covers no text.
+  std::vector<size_t> ends;  // [tokens]
+  size_t off = 0;
+  for (size_t i = 0; i < p.tokens.size(); ++i) {
+    const bool added_bos = i == 0 && tok.add_bos() && p.tokens[0] == tok.bos() &&
+                           text.compare(0, tok.token_to_piece(tok.bos(), true).size(),
+                                        tok.token_to_piece(tok.bos(), true)) != 0;
+    if (!added_bos) off += tok.token_to_piece(p.tokens[i], true).size();
+    ends.push_back(off);
+  }
+  for (size_t b : byte_ends) {
+    int32_t pos = 0;
+    while (size_t(pos) < ends.size() && ends[size_t(pos)] <= b) ++pos;
+    if (p.message_ends.empty() || p.message_ends.back() != pos) p.message_ends.push_back(pos);
+  }
+  return p;
+}
+
+}  // namespace ws

@@ -1,0 +1,52 @@
+// Scripted multi-turn sessions, as a client would send them (`warmstart replay`): each
+// line is one request {"messages": [...], "max_tokens": N, "conversation": "name"}; an
+// assistant message {"role": "assistant", "from_turn": K} stands for the text generated
+// at turn K (1-based).
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/prompt.h"
+#include "engine/turn.h"
+
+namespace ws {
+
+struct ReplayTurn {
+  int turn = 0;
+  std::string conversation;
+  int32_t prompt_tokens = 0, reused_tokens = 0, computed_tokens = 0, common_prefix = 0;
+  double ttft_ms = 0, rss_mb = 0;
+  std::string miss_reason;  // set when less was reused than the common prefix allows
+  std::string text;         // the generated reply
+  std::vector<Token> generated;
+  bool verified = false;
+  double max_abs_logit_diff = 0, mean_nll_diff = 0;  // vs cold with the same micro-batch boundaries
+  double max_abs_logit_diff_plain = 0;               // vs a plain cold run
+  nlohmann::json to_json() const;
+};
+
+using ChatRenderer = std::function<RenderedText(const nlohmann::json& messages)>;
+
+class Replay {
+ public:
+  Replay(Engine& engine, const Tokenizer& tok, ChatRenderer render, bool verify)
+      : engine_(engine), tok_(tok), render_(std::move(render)), verify_(verify) {}
+  // Runs one script line; throws std::invalid_argument naming the problem for a bad line.
+  ReplayTurn run(const nlohmann::json& line);
+
+ private:
+  nlohmann::json resolve_messages(const nlohmann::json& messages) const;
+  void verify(const TurnRequest& req, const TurnResult& res, ReplayTurn& out) const;
+
+  Engine& engine_;
+  const Tokenizer& tok_;
+  ChatRenderer render_;
+  bool verify_;
+  std::vector<std::string> generated_text_;  // [turn-1] text generated at each turn
+};
+
+double current_rss_mb();
+
+}  // namespace ws

@@ -1,0 +1,68 @@
+// One chat turn on one sequence: restore the deepest usable cached state, compute only
+// the rest of the prompt (laying checkpoints where the policy says), then generate.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "engine/sampling.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ws {
+
+struct EngineOptions {
+  MemoryOptions memory;
+  int32_t n_ubatch = 512;
+  CheckpointPolicy checkpoints;
+};
+
+struct TurnRequest {
+  std::vector<Token> prompt;
+  std::vector<int32_t> message_ends;  // token positions where a message's rendering ends
+  std::vector<int32_t> media_ends;    // token positions right after an image
+  int32_t max_tokens = 128;
+  SamplingParams sampling;
+  bool record_logits = false;  // keep the logits of the computed prompt tail and of each generated token
+};
+
+struct TurnResult {
+  std::vector<Token> generated;       // sampled tokens (an end-of-generation token is not included)
+  int32_t prompt_tokens = 0, reused = 0, computed = 0, common_prefix = 0;
+  std::string miss_reason;
+  double ttft_ms = 0, restore_ms = 0, total_ms = 0;
+  std::vector<int32_t> chunk_ends;    // micro-batch boundaries used for the prompt tail
+  std::vector<float> logits;          // record_logits: [(prompt - reused) + generated][n_vocab]
+  std::string stop_reason;            // "eog", "length", "client", "context"
+};
+
+// Returns false to stop generating (e.g. the client went away).
+using TokenSink = std::function<bool(Token)>;
+
+class Engine {
+ public:
+  Engine(const Model& model, const Tokenizer& tokenizer, PrefixCache* cache, EngineOptions options, ThreadPool& pool)
+      : model_(model), tok_(tokenizer), cache_(cache), opt_(std::move(options)), pool_(pool) {}
+  TurnResult run_turn(const TurnRequest& req, const TokenSink& sink = {});
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return opt_; }
+
+ private:
+  // Restores the cache hit into `state` (or leaves it fresh); returns tokens reused.
+  int32_t restore_hit(Hit& hit, SeqState& state, TurnResult& res);
+  void ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits, TurnResult& res);
+  void put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind);
+
+  const Model& model_;
+  const Tokenizer& tok_;
+  PrefixCache* cache_;
+  EngineOptions opt_;
+  ThreadPool& pool_;
+};
+
+// Reuse traits of a model's layer kinds (full KV only -> deeper checkpoints can be cut).
+ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem);
+
+}  // namespace ws

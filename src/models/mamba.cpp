@@ -1,0 +1,182 @@
+// Mamba-1: every layer is x += mixer(RMSNorm(x)), the mixer a causal depthwise conv
+// followed by a selective scan with a per-channel diagonal state. Each layer's memory is
+// one RecurrentState holding two buffers: the conv tail and the SSM state. Recurrences
+// run token by token in a fixed order, so results never depend on the micro-batch split.
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "models/config.h"
+#include "models/ops.h"
+#include "models/registry.h"
+
+namespace ws {
+namespace {
+
+struct MambaLayer {
+  const float* attn_norm;  // [n_embd]
+  Matrix in;               // [2*d_inner, n_embd]: x then z
+  const float* conv_w;     // [d_inner][d_conv]: tap k of channel c at c*d_conv + k (k = d_conv-1 is the current token)
+  const float* conv_b;     // [d_inner]
+  Matrix x_proj;           // [dt_rank + 2*d_state, d_inner]: dt, B, C
+  Matrix dt_proj;          // [d_inner, dt_rank]
+  const float* dt_b;       // [d_inner]
+  const float* a;          // [d_inner][d_state]: A = -exp(A_log), as stored
+  const float* d;          // [d_inner]
+  Matrix out;              // [n_embd, d_inner]
+};
+
+float silu(float v) { return v / (1.0f + std::exp(-v)); }
+float softplus(float v) { return v <= 20.0f ? std::log1p(std::exp(v)) : v; }
+
+class MambaModel final : public Model {
+ public:
+  MambaModel(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
+    const ArchKeys keys(f, arch);
+    cfg_.rope_type = RopeType::none;
+    d_inner_ = keys.require_int("ssm.inner_size");
+    d_state_ = keys.require_int("ssm.state_size");
+    dt_rank_ = keys.require_int("ssm.time_step_rank");
+    d_conv_ = keys.require_int("ssm.conv_kernel");
+    if (f.get_int(arch + ".ssm.dt_b_c_rms", 0) != 0)
+      f.fail(arch + ".ssm.dt_b_c_rms = true (Falcon-Mamba style dt/B/C norms) is not supported yet");
+    load_weights(f);
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+
+  SeqState make_state(const MemoryOptions& opts) const override {
+    std::vector<std::unique_ptr<LayerState>> layers;
+    for (int32_t i = 0; i < cfg_.n_layer; ++i)  // buffer 0: conv tail, buffer 1: SSM state
+      layers.push_back(std::make_unique<RecurrentState>(
+          std::vector<size_t>{size_t((d_conv_ - 1) * d_inner_), size_t(d_inner_ * d_state_)}));
+    return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
+  }
+
+  void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+               ThreadPool& pool) const override {
+    const int64_t n = int64_t(tokens.size());
+    if (n == 0) return;
+    state.check_room(n);
+    const int64_t de = cfg_.n_embd;
+    std::vector<float> x(size_t(n * de));   // [n][n_embd] residual stream
+    std::vector<float> xn(size_t(n * de));  // [n][n_embd] normed input, then mixer output
+    for (int64_t t = 0; t < n; ++t) {
+      if (tokens[t] < 0 || tokens[t] >= cfg_.n_vocab)
+        throw std::runtime_error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
+                                 std::to_string(cfg_.n_vocab - 1) + ")");
+      get_row(tok_embd_, tokens[t], x.data() + t * de);
+    }
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      const MambaLayer& l = layers_[il];
+      ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, de, cfg_.rms_eps);
+      mixer(l, static_cast<RecurrentState&>(state.layer(il)), xn.data(), n, pool);
+      ops::add_scaled(x.data(), xn.data(), n * de);
+    }
+    state.advance(int32_t(n));
+    if (mode == LogitsMode::none) return;
+    const int64_t first = mode == LogitsMode::all ? 0 : n - 1;
+    const int64_t rows = n - first;
+    ops::rms_norm(x.data() + first * de, output_norm_, xn.data(), rows, de, cfg_.rms_eps);
+    matmul(output_, xn.data(), rows, logits, pool);
+  }
+
+ private:
+  void load_weights(const gguf::File& f) {
+    const int64_t de = cfg_.n_embd;
+    tok_embd_ = ops::matrix(f, "token_embd.weight", de, cfg_.n_vocab);
+    output_ = ops::optional_tensor(f, "output.weight") ? ops::matrix(f, "output.weight", de, cfg_.n_vocab) : tok_embd_;
+    output_norm_ = ops::vector_f32(f, "output_norm.weight", de);
+    for (int32_t i = 0; i < cfg_.n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      MambaLayer l{};
+      l.attn_norm = ops::vector_f32(f, p + "attn_norm.weight", de);
+      l.in = ops::matrix(f, p + "ssm_in.weight", de, 2 * d_inner_);
+      l.conv_w = ops::vector_f32(f, p + "ssm_conv1d.weight", d_conv_ * d_inner_);
+      l.conv_b = ops::vector_f32(f, p + "ssm_conv1d.bias", d_inner_);
+      l.x_proj = ops::matrix(f, p + "ssm_x.weight", d_inner_, dt_rank_ + 2 * d_state_);
+      l.dt_proj = ops::matrix(f, p + "ssm_dt.weight", dt_rank_, d_inner_);
+      l.dt_b = ops::vector_f32(f, p + "ssm_dt.bias", d_inner_);
+      l.a = ops::vector_f32(f, p + "ssm_a", d_state_ * d_inner_);
+      l.d = ops::vector_f32(f, p + "ssm_d", d_inner_);
+      l.out = ops::matrix(f, p + "ssm_out.weight", d_inner_, de);
+      layers_.push_back(l);
+    }
+  }
+
+  // Causal depthwise conv + bias + SiLU over xs ([n][d_inner], in place), continuing from
+  // and updating the conv tail ([d_conv-1][d_inner], oldest first).
+  void conv(const MambaLayer& l, std::span<float> tail, float* xs, int64_t n) const {
+    const int64_t di = d_inner_, kc = d_conv_;
+    std::vector<float> win(size_t((kc - 1 + n) * di));  // [d_conv-1+n][d_inner]: tail then new inputs
+    std::copy(tail.begin(), tail.end(), win.begin());
+    std::copy(xs, xs + n * di, win.begin() + (kc - 1) * di);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < di; ++c) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < kc; ++k) sum += win[size_t((t + k) * di + c)] * l.conv_w[c * kc + k];
+        xs[t * di + c] = silu(sum + l.conv_b[c]);
+      }
+    std::copy(win.end() - (kc - 1) * di, win.end(), tail.begin());
+  }
+
+  // The selective scan: per channel c, s = s*exp(dt*A) + dt*x*B, y = C.s + D*x, then
+  // y *= silu(z). Channels are independent, so they may run on any thread.
+  void scan(const MambaLayer& l, std::span<float> ssm, const float* xs, const float* dt, const float* xdb,
+            const float* xz, float* y, int64_t n, ThreadPool& pool) const {
+    const int64_t di = d_inner_, ns = d_state_, nx = dt_rank_ + 2 * d_state_;
+    pool.parallel_for(di, 16, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        float* s = ssm.data() + c * ns;
+        const float* a = l.a + c * ns;
+        for (int64_t t = 0; t < n; ++t) {
+          const float* b = xdb + t * nx + dt_rank_;
+          const float* cc = b + ns;
+          const float dtp = softplus(dt[t * di + c] + l.dt_b[c]);
+          const float x_dt = xs[t * di + c] * dtp;
+          float sum = 0.0f;
+          for (int64_t j = 0; j < ns; ++j) {
+            s[j] = s[j] * std::exp(dtp * a[j]) + b[j] * x_dt;
+            sum += s[j] * cc[j];
+          }
+          const float yc = sum + xs[t * di + c] * l.d[c];
+          y[t * di + c] = yc * silu(xz[t * 2 * di + di + c]);
+        }
+      }
+    });
+  }
+
+  // u: [n][n_embd] normed input; replaced by the mixer output.
+  void mixer(const MambaLayer& l, RecurrentState& st, float* u, int64_t n, ThreadPool& pool) const {
+    const int64_t di = d_inner_, nx = dt_rank_ + 2 * d_state_;
+    std::vector<float> xz(size_t(n * 2 * di));  // [n][2*d_inner]: x then z
+    std::vector<float> xs(size_t(n * di));      // [n][d_inner] conv input, then conv output
+    std::vector<float> xdb(size_t(n * nx));     // [n][dt_rank + 2*d_state]: dt, B, C
+    std::vector<float> dtr(size_t(n * dt_rank_));  // [n][dt_rank] low-rank dt, contiguous for matmul
+    std::vector<float> dt(size_t(n * di));      // [n][d_inner] dt before bias and softplus
+    std::vector<float> y(size_t(n * di));       // [n][d_inner] gated scan output
+    matmul(l.in, u, n, xz.data(), pool);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(xz.data() + t * 2 * di, di, xs.data() + t * di);
+    conv(l, st.buffer(0), xs.data(), n);
+    matmul(l.x_proj, xs.data(), n, xdb.data(), pool);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(xdb.data() + t * nx, dt_rank_, dtr.data() + t * dt_rank_);
+    matmul(l.dt_proj, dtr.data(), n, dt.data(), pool);
+    scan(l, st.buffer(1), xs.data(), dt.data(), xdb.data(), xz.data(), y.data(), n, pool);
+    st.advance(int32_t(n));
+    matmul(l.out, y.data(), n, u, pool);
+  }
+
+  ModelConfig cfg_;
+  int64_t d_inner_ = 0, d_state_ = 0, dt_rank_ = 0, d_conv_ = 0;
+  Matrix tok_embd_, output_;            // [n_vocab, n_embd]
+  const float* output_norm_ = nullptr;  // [n_embd]
+  std::vector<MambaLayer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_mamba(const gguf::File& f, const std::string& arch) {
+  return std::make_unique<MambaModel>(f, arch);
+}
+
+}  // namespace ws

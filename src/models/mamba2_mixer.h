@@ -1,0 +1,92 @@
+// The Mamba-2 mixer shared by mamba2, granitehybrid and nemotron_h: in_proj split into
+// [z, xBC, dt], causal depthwise conv carried across calls, SiLU, selective scan token
+// by token, D skip, SiLU(z) gate, grouped RMSNorm, out_proj. Its per-sequence memory is
+// one RecurrentState with two buffers (conv tail, SSM state).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "models/model.h"
+#include "tensor/kernels.h"
+
+namespace ws {
+
+struct Mamba2Dims {
+  int32_t n_embd = 0;
+  int32_t d_inner = 0;   // ssm.inner_size
+  int32_t d_state = 0;   // N, ssm.state_size
+  int32_t n_heads = 0;   // H, ssm.time_step_rank
+  int32_t n_groups = 1;  // G, ssm.group_count; head h uses group h / (H/G)
+  int32_t d_conv = 0;    // ssm.conv_kernel
+  int32_t head_dim() const { return d_inner / n_heads; }                 // P
+  int32_t conv_channels() const { return d_inner + 2 * n_groups * d_state; }  // xBC width
+  int32_t in_rows() const { return 2 * d_inner + 2 * n_groups * d_state + n_heads; }
+};
+// Reads and validates the `{arch}.ssm.*` keys.
+Mamba2Dims read_mamba2_dims(const gguf::File& f, const std::string& arch, int32_t n_embd);
+
+struct Mamba2Weights {
+  Matrix in_proj;            // [in_rows, n_embd]
+  Matrix out_proj;           // [n_embd, d_inner]
+  const float* conv_w;       // [conv_channels][d_conv] f32, tap d_conv-1 multiplies the current token
+  const float* conv_b;       // [conv_channels] f32 or null
+  const float* dt_bias;      // [H] f32
+  const float* a;            // [H] f32, A = -exp(A_log) (already negated)
+  const float* d;            // [H] f32 skip
+  const float* norm;         // [G][d_inner/G] f32 grouped RMSNorm weight
+};
+// Loads the mixer tensors of one layer; `prefix` is "blk.N.".
+Mamba2Weights load_mamba2_weights(const gguf::File& f, const std::string& prefix, const Mamba2Dims& d);
+
+// Element counts of the two RecurrentState buffers: conv tail [d_conv-1][conv_channels]
+// and SSM state [H][P][N].
+std::vector<size_t> mamba2_state_sizes(const Mamba2Dims& d);
+
+// Runs the mixer on n tokens. xn: [n][n_embd] normed input, out: [n][n_embd] branch
+// output. Updates the state buffers token by token and advances the state by n.
+void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& state, const float* xn, int64_t n,
+                  float* out, float eps, ThreadPool& pool);
+
+// Hybrid models (granitehybrid, nemotron_h) give head_count_kv and feed_forward_length
+// per layer, with 0 on Mamba layers, which read_common_config does not accept.
+struct HybridConfig {
+  ModelConfig cfg;                 // n_head_kv / n_ff hold the largest per-layer value
+  std::vector<int32_t> n_head_kv;  // [n_layer], 0 = no attention in this layer
+  std::vector<int32_t> n_ff;       // [n_layer], 0 = no FFN in this layer
+};
+HybridConfig read_hybrid_config(const gguf::File& f, const std::string& arch);
+
+// Factories of the three files (registry.cpp reaches them through make_mamba2_family).
+std::unique_ptr<Model> make_mamba2(const gguf::File& f, const std::string& arch);          // mamba2.cpp
+std::unique_ptr<Model> make_granite_hybrid(const gguf::File& f, const std::string& arch);  // granite_hybrid.cpp
+std::unique_ptr<Model> make_nemotron_h(const gguf::File& f, const std::string& arch);      // nemotron_h.cpp
+
+// Helpers shared by the three Mamba-2 family files (generic; candidates for ops.h).
+namespace ssm_family {
+
+// x: [tokens.size()][tok_embd.cols] rows of the embedding; throws on an id outside the vocabulary.
+void embed(const Matrix& tok_embd, std::span<const Token> tokens, float* x);
+// Final RMSNorm + output projection of the rows `mode` asks for. x: [n][n_embd],
+// logits: [rows][n_vocab].
+void output_logits(const float* x, int64_t n, LogitsMode mode, const float* norm, const Matrix& output, float eps,
+                   float* logits, ThreadPool& pool);
+
+// Attention without RoPE (Granite-4.0-H, Nemotron-H): GQA over a FullKvState.
+struct AttnWeights {
+  Matrix wq, wk, wv;  // q: [n_head*hd, n_embd], k/v: [n_kv*hd, n_embd]
+  Matrix wo;          // [n_embd, n_head*hd]
+};
+AttnWeights load_attention(const gguf::File& f, const std::string& prefix, int32_t n_embd, int32_t n_head,
+                           int32_t n_kv, int32_t head_dim);
+// xn: [n][n_embd] normed input, out: [n][n_embd]; appends the n tokens' K/V to kv.
+// rope_type none skips RoPE.
+void attention(const AttnWeights& w, FullKvState& kv, const float* xn, int64_t n, int32_t pos0, int32_t n_head,
+               float scale, RopeType rope_type, float rope_base, float* out, ThreadPool& pool);
+
+}  // namespace ssm_family
+
+}  // namespace ws

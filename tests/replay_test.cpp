@@ -1,0 +1,197 @@
+// Cross-turn reuse scenarios on every supported fixture architecture: append, edit a past
+// message, regenerate, reasoning strip, interleaved conversations sharing a system prompt,
+// and a budget small enough to evict. Each asserts reuse (> 0 and at least the checkpoint
+// that should have been hit: reuse = 0 would be the fallback-to-cold bug), bit-identical
+// logits against a cold run with the same micro-batch boundaries, and the budget.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/replay.h"
+#include "gguf/gguf.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace ws;
+
+namespace {
+
+const fs::path kShared = WS_SHARED_DIR;
+
+std::vector<std::string> one_model_per_arch() {
+  std::map<std::string, std::string> by_arch;
+  for (const auto& e : fs::directory_iterator(kShared / "fixtures" / "models")) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".gguf" || name.rfind("mmproj", 0) == 0) continue;
+    const auto f = gguf::File::open(e.path().string());
+    bool f32 = true;
+    for (const auto& t : f.tensors()) f32 = f32 && t.type == DType::f32;
+    const std::string arch = f.get_string("general.architecture");
+    if (f32 && (!by_arch.count(arch) || name < fs::path(by_arch[arch]).filename().string()))
+      by_arch[arch] = e.path().string();
+  }
+  std::vector<std::string> out;
+  for (auto& [a, p] : by_arch) out.push_back(p);
+  return out;
+}
+
+const std::string kSystem =
+    "You are a careful assistant for a small hardware shop. Answer briefly, quote prices in euros, and never invent "
+    "stock levels. Opening hours are nine to six on weekdays and ten to two on Saturdays.";
+
+json msg(const std::string& role, const std::string& content) { return {{"role", role}, {"content", content}}; }
+json from_turn(int k) { return {{"role", "assistant"}, {"from_turn", k}}; }
+json line(json messages, int max_tokens = 8, const std::string& conv = "default") {
+  return {{"messages", std::move(messages)}, {"max_tokens", max_tokens}, {"conversation", conv}};
+}
+
+class ReplayScenarios : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    file_ = std::make_unique<gguf::File>(gguf::File::open(GetParam()));
+    try {
+      model_ = load_model(*file_);
+    } catch (const gguf::GgufError& e) {
+      GTEST_SKIP() << "architecture not supported yet: " << e.what();  // golden_test checks the refusal
+    }
+    tok_ = Tokenizer::from_gguf(*file_);
+  }
+  // Runs the lines with a cache of `budget` bytes; every turn verified against cold.
+  std::vector<ReplayTurn> play(const std::vector<json>& lines, size_t budget = size_t(256) << 20) {
+    cache_ = std::make_unique<PrefixCache>(budget);
+    EngineOptions eo;
+    eo.memory.n_ctx = 2048;
+    eo.n_ubatch = 64;
+    eo.checkpoints.every_n = 128;
+    Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
+    Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, /*verify=*/true);
+    std::vector<ReplayTurn> out;
+    for (const auto& l : lines) {
+      out.push_back(replay.run(l));
+      const auto& t = out.back();
+      EXPECT_EQ(t.max_abs_logit_diff, 0.0) << "turn " << t.turn << ": logits differ from cold (same boundaries)";
+      EXPECT_EQ(t.mean_nll_diff, 0.0) << "turn " << t.turn;
+      EXPECT_LE(t.max_abs_logit_diff_plain, 0.0) << "turn " << t.turn << ": kernels are batch-invariant";
+      EXPECT_LE(cache_->stats().bytes_in_use, budget);
+    }
+    return out;
+  }
+
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<PrefixCache> cache_;
+  ThreadPool pool_{2};
+};
+
+TEST_P(ReplayScenarios, AppendEditRegenerateStrip) {
+  const json sys = msg("system", kSystem);
+  const json u1 = msg("user", "Do you sell M4 stainless steel bolts, and how much is a box of fifty?");
+  const json u2 = msg("user", "And the matching nuts? I need about two hundred of them for a fence.");
+  const json u2_edited = msg("user", "Actually, what about washers? I need about two hundred of them.");
+  const auto t = play({
+      line({sys, u1}),                                                   // 1
+      line({sys, u1, from_turn(1), u2}),                                 // 2 append
+      line({sys, u1, from_turn(1), u2_edited}),                          // 3 edit the last user message
+      line({sys, u1, from_turn(1), u2_edited}),                          // 4 regenerate
+      line({sys, u1, msg("assistant", "Yes."), u2}),                     // 5 strip: history differs from turn 1's reply
+      line({sys, u1, from_turn(1), u2, from_turn(2), msg("user", "Thanks, that is all.")}),  // 6 back on the first branch
+  });
+  EXPECT_EQ(t[0].reused_tokens, 0);
+  EXPECT_GE(t[1].reused_tokens, t[0].prompt_tokens - 1) << "append must reuse turn 1's prompt";
+  EXPECT_GE(t[2].reused_tokens, t[0].prompt_tokens - 1) << "edit must restore the checkpoint before the edit";
+  EXPECT_GE(t[3].reused_tokens, t[2].prompt_tokens - 3) << "regenerate reuses (almost) the whole prompt";
+  EXPECT_EQ(t[3].generated, t[2].generated) << "greedy regenerate gives the same reply";
+  EXPECT_GE(t[4].reused_tokens, t[0].prompt_tokens - 1) << "strip must hit the checkpoint before the reply";
+  EXPECT_GE(t[5].reused_tokens, t[1].prompt_tokens - 1) << "the first branch is still cached";
+  for (size_t i = 1; i < t.size(); ++i) EXPECT_GT(t[i].reused_tokens, 0);
+}
+
+TEST_P(ReplayScenarios, InterleavedConversationsShareTheSystemPrompt) {
+  const json sys = msg("system", kSystem);
+  const json a1 = msg("user", "What time do you open on Saturday?");
+  const json b1 = msg("user", "Is there parking near the shop for a van?");
+  const json c1 = msg("user", "Can I pay with a card at the counter?");
+  const auto t = play({
+      line({sys, a1}, 8, "a"),
+      line({sys, b1}, 8, "b"),
+      line({sys, a1, from_turn(1), msg("user", "And on Sunday?")}, 8, "a"),
+      line({sys, b1, from_turn(2), msg("user", "How high is the entrance?")}, 8, "b"),
+      line({sys, c1}, 8, "c"),
+  });
+  // The system prompt's rendering ends where "<|im_start|>user" begins: B and C share it.
+  const int32_t sys_tokens = int32_t(tok_->encode("<|im_start|>system\n" + kSystem + "<|im_end|>\n", true, true).size());
+  EXPECT_GE(t[1].reused_tokens, sys_tokens - 1);
+  EXPECT_GE(t[4].reused_tokens, sys_tokens - 1);
+  EXPECT_GE(t[2].reused_tokens, t[0].prompt_tokens - 1);
+  EXPECT_GE(t[3].reused_tokens, t[1].prompt_tokens - 1);
+  // Conversations never see each other's state: each answer equals its cold run (checked
+  // in play()) and the same question in a fresh cache gives the same reply.
+  const auto alone = play({line({sys, b1}, 8, "b")});
+  EXPECT_EQ(alone[0].generated, t[1].generated);
+}
+
+TEST_P(ReplayScenarios, TinyBudgetEvictsAndStaysCorrect) {
+  const json sys = msg("system", kSystem);
+  std::vector<json> lines;
+  json history = {sys};
+  for (int turn = 1; turn <= 4; ++turn) {
+    history.push_back(msg("user", "Question number " + std::to_string(turn) + ": how many screws fit in a jar?"));
+    lines.push_back(line(history));
+    history.push_back(from_turn(turn));
+  }
+  // Measure one turn's checkpoints, then allow about two of them.
+  play({lines[0]});
+  const size_t one = cache_->stats().bytes_in_use;
+  const size_t budget = one * 2 / 3 + 1;
+  const auto t = play(lines, budget);
+  const CacheStats s = cache_->stats();
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_LE(s.bytes_in_use, budget);
+  EXPECT_GT(t.back().reused_tokens, 0) << "recent checkpoints survive eviction";
+}
+
+TEST_P(ReplayScenarios, CorruptedCheckpointFallsBackToCold) {
+  const json sys = msg("system", kSystem);
+  const json u1 = msg("user", "Do you cut keys while I wait?");
+  const auto before = play({line({sys, u1}), line({sys, u1})});
+  // Same two turns again, corrupting every stored checkpoint between them.
+  cache_ = std::make_unique<PrefixCache>(size_t(256) << 20);
+  EngineOptions eo;
+  eo.memory.n_ctx = 2048;
+  eo.n_ubatch = 64;
+  Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
+  Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, true);
+  const auto first = replay.run(line({sys, u1}));
+  const PromptTokens p = tokenize_prompt(*tok_, render_chatml(json::array({sys, u1}), true).text, {});
+  int corrupted = 0;
+  for (size_t n = 1; n <= p.tokens.size(); ++n)
+    if (auto snap = cache_->find_for_test(model_->config().model_id, std::span(p.tokens).first(n))) {
+      for (auto& l : snap->layers)
+        if (!l.bytes.empty()) {
+          l.bytes[l.bytes.size() / 2] ^= 0x10;
+          ++corrupted;
+          break;
+        }
+    }
+  ASSERT_GT(corrupted, 0);
+  const auto second = replay.run(line({sys, u1}));
+  EXPECT_NE(second.miss_reason.find("rejected"), std::string::npos) << second.miss_reason;
+  EXPECT_EQ(second.max_abs_logit_diff, 0.0);
+  EXPECT_EQ(second.generated, before[1].generated) << "the answer is unchanged";
+  EXPECT_GT(cache_->stats().corrupt_rejected, 0u);
+}
+
+std::string name_of(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = fs::path(info.param).stem().string();
+  for (auto& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReplayScenarios, ::testing::ValuesIn(one_model_per_arch()), name_of);
+
+}  // namespace
