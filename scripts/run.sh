@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs warmstart's main job: for now a short
-# generation on a fixture model from ../shared (random weights, so the text is noise;
-# the point is the pipeline: GGUF -> tokenizer -> model -> sampler -> streamed text).
+# Installs what is missing, builds, and opens `warmstart chat` on the embedded model
+# (models/warmstart-chat.gguf, a small lfm2 model trained by tools/train/build_model.sh on
+# synthetic conversations: tell it your name, a number, a city... and ask later; it also
+# does small sums and echo/format tasks). Each turn shows the tokens reused from the
+# prefix cache, the tokens computed and the time to first token.
+# Extra arguments go to `warmstart chat` (e.g. -m other.gguf, --temp 0.7).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-model="${1:-../shared/fixtures/models/llama-q256-q8_0.gguf}"
-./build/warmstart run -m "$model" -p "<|im_start|>user
-Hello! Who are you?<|im_end|>
-<|im_start|>assistant
-" -n 48 --temp 0.7 --seed 42
+exec ./build/warmstart chat "$@"

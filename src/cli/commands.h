@@ -15,5 +15,7 @@ Command add_logits(CLI::App& root);
 Command add_tokenize(CLI::App& root);
 Command add_quantize(CLI::App& root);
 Command add_replay(CLI::App& root);
+Command add_chat(CLI::App& root);
+Command add_serve(CLI::App& root);
 
 }  // namespace ws::cli

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -53,6 +54,31 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string embedded_model_path() {
+  namespace fs = std::filesystem;
+  const char* name = "warmstart-chat.gguf";
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / "models" / name);  // build/warmstart -> models/
+    candidates.push_back(exe.parent_path() / "models" / name);
+  }
+  // The source tree (this file is <src>/src/cli/common.cpp; CMake passes absolute paths).
+  const fs::path source = fs::path(__FILE__);
+  if (source.is_absolute()) candidates.push_back(source.parent_path() / ".." / ".." / "models" / name);
+  std::string tried;
+  for (const fs::path& p : candidates) {
+    if (fs::is_regular_file(p, ec)) {
+      const fs::path canonical = fs::weakly_canonical(p, ec);
+      return ec ? p.string() : canonical.string();
+    }
+    tried += "\n  " + p.lexically_normal().string();
+  }
+  throw std::runtime_error(std::string("the embedded model ") + name + " was not found; looked in:" + tried +
+                           "\n(pass a model with -m)");
 }
 
 }  // namespace ws::cli

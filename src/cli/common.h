@@ -31,4 +31,9 @@ inline int default_threads() {
 std::vector<Token> parse_token_list(const std::string& text, const std::string& source);
 std::string read_file(const std::string& path);  // verbatim; throws naming the file
 
+// The model shipped with warmstart (models/warmstart-chat.gguf), used when no -m is given:
+// looked up next to the executable (<exe dir>/../models, <exe dir>/models) and in the
+// source tree this binary was built from. Throws a clear error when none exists.
+std::string embedded_model_path();
+
 }  // namespace ws::cli

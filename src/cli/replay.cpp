@@ -12,7 +12,7 @@ namespace {
 
 struct ReplayOptions {
   std::string model, script, cache = "on";
-  bool verify = false, json = false;
+  bool verify = false, json = false, ideal = false;
   int threads = default_threads();
   int ctx = 4096;
   int ubatch = 512;
@@ -32,7 +32,8 @@ int run_replay(const ReplayOptions& o) {
   eo.checkpoints.every_n = o.checkpoint_every;
   ThreadPool pool(o.threads);
   Engine engine(*m.model, *m.tokenizer, &cache, eo, pool);
-  Replay replay(engine, *m.tokenizer, [](const nlohmann::json& msgs) { return render_chatml(msgs, true); }, o.verify);
+  Replay replay(engine, *m.tokenizer, [](const nlohmann::json& msgs) { return render_chatml(msgs, true); }, o.verify,
+                o.ideal);
   std::string line;
   int line_no = 0;
   if (!o.json)
@@ -58,6 +59,7 @@ int run_replay(const ReplayOptions& o) {
     } else {
       std::printf("%4d %-12s %7d %7d %8d %9.1f %8.1f", t.turn, t.conversation.c_str(), t.prompt_tokens,
                   t.reused_tokens, t.computed_tokens, t.ttft_ms, t.rss_mb);
+      if (t.ideal_ms > 0) std::printf("  ideal %.1f ms (x%.2f)", t.ideal_ms, t.ttft_ms / t.ideal_ms);
       if (t.verified) std::printf("  %.3g / %.3g, %.3g", t.max_abs_logit_diff, t.max_abs_logit_diff_plain, t.mean_nll_diff);
       if (!t.miss_reason.empty()) std::printf("  (%s)", t.miss_reason.c_str());
       std::printf("\n");
@@ -80,6 +82,7 @@ Command add_replay(CLI::App& root) {
   app->add_option("--script", o->script, "JSON Lines: one request per line")->required();
   app->add_option("--cache", o->cache, "prefix cache on or off")->check(CLI::IsMember({"on", "off"}));
   app->add_flag("--verify", o->verify, "recompute each turn cold and report logit differences");
+  app->add_flag("--ideal", o->ideal, "also time computing only each turn's new tokens (benchmarks: ttft_ratio)");
   app->add_flag("--json", o->json, "print one JSON object per turn and nothing else on stdout");
   app->add_option("--cache-budget-mb", o->budget_mb, "cache budget in MiB (0 disables the cache)");
   app->add_option("--checkpoint-every", o->checkpoint_every, "also checkpoint every N prompt tokens (0 = off)");

@@ -1,5 +1,6 @@
 #include "engine/replay.h"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
@@ -60,6 +61,10 @@ nlohmann::json ReplayTurn::to_json() const {
     j["mean_nll_diff"] = mean_nll_diff;
     j["max_abs_logit_diff_plain"] = max_abs_logit_diff_plain;
   }
+  if (ideal_ms > 0) {
+    j["ideal_ms"] = ideal_ms;
+    j["ttft_ratio"] = ttft_ms / ideal_ms;
+  }
   if (!miss_reason.empty()) j["miss_reason"] = miss_reason;
   return j;
 }
@@ -108,8 +113,22 @@ ReplayTurn Replay::run(const nlohmann::json& line) {
   const int32_t limit = std::min(res.common_prefix, res.prompt_tokens - 1);
   if (res.reused < limit || !res.miss_reason.empty()) out.miss_reason = res.miss_reason;
   if (verify_) verify(req, res, out);
+  if (measure_ideal_) out.ideal_ms = ideal_ms(req, res.reused);
   generated_text_.push_back(out.text);
   return out;
+}
+
+// The physical limit of a warm turn: a state that already holds the reused tokens
+// (prepared untimed) computes only the new ones, with no lookup, restore or checkpoints.
+double Replay::ideal_ms(const TurnRequest& req, int32_t reused) const {
+  const Model& model = engine_.model();
+  SeqState s = model.make_state(engine_.options().memory);
+  std::vector<float> logits;  // [n_vocab] of the last token
+  const int32_t ub = engine_.options().n_ubatch;
+  eval_tokens(model, s, std::span(req.prompt).first(size_t(reused)), ub, LogitsMode::none, logits, engine_.pool());
+  const auto t0 = std::chrono::steady_clock::now();
+  eval_tokens(model, s, std::span(req.prompt).subspan(size_t(reused)), ub, LogitsMode::last, logits, engine_.pool());
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Recomputes the turn cold: once with the warm path's micro-batch boundaries (isolates

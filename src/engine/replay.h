@@ -24,6 +24,7 @@ struct ReplayTurn {
   bool verified = false;
   double max_abs_logit_diff = 0, mean_nll_diff = 0;  // vs cold with the same micro-batch boundaries
   double max_abs_logit_diff_plain = 0;               // vs a plain cold run
+  double ideal_ms = 0;  // measure_ideal: time to compute only this turn's new prompt tokens
   nlohmann::json to_json() const;
 };
 
@@ -31,19 +32,21 @@ using ChatRenderer = std::function<RenderedText(const nlohmann::json& messages)>
 
 class Replay {
  public:
-  Replay(Engine& engine, const Tokenizer& tok, ChatRenderer render, bool verify)
-      : engine_(engine), tok_(tok), render_(std::move(render)), verify_(verify) {}
+  Replay(Engine& engine, const Tokenizer& tok, ChatRenderer render, bool verify, bool measure_ideal = false)
+      : engine_(engine), tok_(tok), render_(std::move(render)), verify_(verify), measure_ideal_(measure_ideal) {}
   // Runs one script line; throws std::invalid_argument naming the problem for a bad line.
   ReplayTurn run(const nlohmann::json& line);
 
  private:
   nlohmann::json resolve_messages(const nlohmann::json& messages) const;
   void verify(const TurnRequest& req, const TurnResult& res, ReplayTurn& out) const;
+  double ideal_ms(const TurnRequest& req, int32_t reused) const;
 
   Engine& engine_;
   const Tokenizer& tok_;
   ChatRenderer render_;
   bool verify_;
+  bool measure_ideal_;
   std::vector<std::string> generated_text_;  // [turn-1] text generated at each turn
 };
 

@@ -48,6 +48,7 @@ class Engine {
   TurnResult run_turn(const TurnRequest& req, const TokenSink& sink = {});
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return opt_; }
+  ThreadPool& pool() const { return pool_; }
 
  private:
   // Restores the cache hit into `state` (or leaves it fresh); returns tokens reused.

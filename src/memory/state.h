@@ -71,9 +71,16 @@ class LayerState {
   virtual size_t bytes() const = 0;            // memory held (shared pages counted in full)
   virtual std::unique_ptr<LayerState> fork() const = 0;  // isolated copy (shares sealed pages)
   virtual LayerSnapshot snapshot() const = 0;
-  // Replaces this layer's state; throws std::runtime_error if the snapshot's kind or
-  // shape does not match this layer (the state is then unchanged).
-  virtual void restore(const LayerSnapshot& s) = 0;
+  // Throws std::runtime_error if the snapshot's kind, shape or checksum does not fit
+  // this layer.
+  virtual void check(const LayerSnapshot& s) const = 0;
+  // Replaces this layer's state with a checked snapshot.
+  virtual void apply(const LayerSnapshot& s) = 0;
+  // check() then apply(): a refused snapshot leaves the state unchanged.
+  void restore(const LayerSnapshot& s) {
+    check(s);
+    apply(s);
+  }
 };
 
 // Attention KV of one layer, read by position.
@@ -94,6 +101,7 @@ class KvStore : public LayerState {
 
  protected:
   uint64_t shape_tag() const;
+  size_t elem_bytes() const { return type_ == KvType::f32 ? 4 : 2; }
   int32_t n_kv_heads_, head_dim_;
   KvType type_;
 };
@@ -108,7 +116,8 @@ class FullKvState final : public KvStore {
   size_t bytes() const override;
   std::unique_ptr<LayerState> fork() const override;
   LayerSnapshot snapshot() const override;
-  void restore(const LayerSnapshot& s) override;
+  void check(const LayerSnapshot& s) const override;
+  void apply(const LayerSnapshot& s) override;
   int32_t first_position() const override { return 0; }
   void append(const float* k, const float* v, int32_t n) override;
   void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
@@ -135,7 +144,8 @@ class SlidingKvState final : public KvStore {
   size_t bytes() const override { return k_.size() + v_.size(); }
   std::unique_ptr<LayerState> fork() const override;
   LayerSnapshot snapshot() const override;  // holds the last window-1 cells
-  void restore(const LayerSnapshot& s) override;
+  void check(const LayerSnapshot& s) const override;
+  void apply(const LayerSnapshot& s) override;
   int32_t first_position() const override { return first_; }
   void append(const float* k, const float* v, int32_t n) override;
   void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
@@ -160,9 +170,11 @@ class RecurrentState final : public LayerState {
   size_t bytes() const override { return data_.size() * sizeof(float); }
   std::unique_ptr<LayerState> fork() const override;
   LayerSnapshot snapshot() const override;
-  void restore(const LayerSnapshot& s) override;
+  void check(const LayerSnapshot& s) const override;
+  void apply(const LayerSnapshot& s) override;
 
   std::span<float> buffer(size_t i);
+  uint64_t shape_tag() const;
   std::span<const float> buffer(size_t i) const;
   void advance(int32_t n) { n_ += n; }  // the model calls this after updating the buffers
 

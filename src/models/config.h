@@ -22,7 +22,10 @@ class ArchKeys {
   std::string arch_;
 };
 
-// The attention/FFN shape keys shared by most architectures; n_vocab from the token list.
+// The attention/FFN shape keys shared by every architecture; n_vocab from the token list.
+// head_count_kv and feed_forward_length may be per-layer arrays (hybrids).
 ModelConfig read_common_config(const gguf::File& f, const std::string& arch);
+// Fails unless every layer has attention heads and an FFN (the dense families).
+void require_attention_and_ffn(const gguf::File& f, const ModelConfig& c);
 
 }  // namespace ws

@@ -3,7 +3,6 @@
 // a GELU-gated FFN. Sliding layers keep only their window (SlidingKvState); global
 // layers keep everything (FullKvState).
 #include <cmath>
-#include <stdexcept>
 #include <vector>
 
 #include "models/config.h"
@@ -14,14 +13,12 @@ namespace ws {
 namespace {
 
 struct Gemma3Layer {
-  bool sliding;              // window-limited attention with the SWA rope base
-  const float* attn_norm;    // [n_embd]
-  Matrix wq, wk, wv, wo;     // q: [n_head*hd, n_embd], k/v: [n_kv*hd, n_embd], o: [n_embd, n_head*hd]
-  const float* q_norm;       // [hd]
-  const float* k_norm;       // [hd]
+  bool sliding;                 // window-limited attention with the SWA rope base
+  const float* attn_norm;       // [n_embd]
+  ops::AttnWeights attn;        // with Q/K norms
   const float* post_attn_norm;  // [n_embd]
-  const float* ffn_norm;     // [n_embd]
-  Matrix gate, up, down;     // gate/up: [n_ff, n_embd], down: [n_embd, n_ff]
+  const float* ffn_norm;        // [n_embd]
+  ops::SwigluFfn ffn;           // gated by GELU, not SiLU
   const float* post_ffw_norm;   // [n_embd]
 };
 
@@ -37,16 +34,21 @@ class Gemma3Model final : public Model {
   Gemma3Model(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
     const ArchKeys keys(f, arch);
     cfg_.rope_type = RopeType::neox;
-    if (cfg_.n_head <= 0 || cfg_.n_ff <= 0) f.fail(arch + ": attention.head_count and feed_forward_length are required");
+    require_attention_and_ffn(f, cfg_);
     window_ = int32_t(keys.require_int("attention.sliding_window"));
     // Real Gemma 3 files may omit the pattern; llama.cpp then uses 6 (5 sliding, 1 global).
     const int64_t pattern = keys.get_int("attention.sliding_window_pattern", 6);
     if (pattern <= 0) f.fail(arch + ".attention.sliding_window_pattern must be positive");
-    rope_base_swa_ = float(keys.get_float("rope.freq_base_swa", 10000.0));
     // llama.cpp scales Q by 1/sqrt(head_dim) after RoPE and calls attention with scale 1.
-    q_scale_ = 1.0f / std::sqrt(float(cfg_.head_dim));
+    attn_global_ = ops::attention_options(cfg_);
+    attn_global_.q_scale = attn_global_.scale;
+    attn_global_.scale = 1.0f;
+    attn_sliding_ = attn_global_;
+    attn_sliding_.rope_base = float(keys.get_float("rope.freq_base_swa", 10000.0));
+    attn_sliding_.window = window_;
     build_gelu_table();
-    load_weights(f, pattern);
+    emb_ = ops::load_embeddings(f, cfg_);
+    for (int32_t i = 0; i < cfg_.n_layer; ++i) layers_.push_back(load_layer(f, i, i % pattern < pattern - 1));
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -65,56 +67,32 @@ class Gemma3Model final : public Model {
 
   void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const override {
-    const int64_t n = int64_t(tokens.size());
+    const int64_t n = int64_t(tokens.size()), d = cfg_.n_embd;
     if (n == 0) return;
     state.check_room(n);
-    const int64_t d = cfg_.n_embd;
-    const float emb_scale = std::sqrt(float(d));
     std::vector<float> x(size_t(n * d));  // [n][n_embd] residual stream
-    for (int64_t t = 0; t < n; ++t) {
-      if (tokens[t] < 0 || tokens[t] >= cfg_.n_vocab)
-        throw std::runtime_error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
-                                 std::to_string(cfg_.n_vocab - 1) + ")");
-      float* row = x.data() + t * d;
-      get_row(tok_embd_, tokens[t], row);
-      for (int64_t i = 0; i < d; ++i) row[i] *= emb_scale;
-    }
+    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
+    const float emb_scale = std::sqrt(float(d));
+    for (float& v : x) v *= emb_scale;
     for (size_t il = 0; il < layers_.size(); ++il)
       layer_forward(layers_[il], static_cast<KvStore&>(state.layer(il)), x.data(), n, state.position(), pool);
     state.advance(int32_t(n));
-    if (mode == LogitsMode::none) return;
-    const int64_t first = mode == LogitsMode::all ? 0 : n - 1;
-    const int64_t rows = n - first;
-    std::vector<float> xn(size_t(rows * d));  // [rows][n_embd]
-    ops::rms_norm(x.data() + first * d, output_norm_, xn.data(), rows, d, cfg_.rms_eps);
-    matmul(output_, xn.data(), rows, logits, pool);
+    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
   }
 
  private:
-  void load_weights(const gguf::File& f, int64_t pattern) {
-    const int64_t d = cfg_.n_embd, hd = cfg_.head_dim, nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd;
-    tok_embd_ = ops::matrix(f, "token_embd.weight", d, cfg_.n_vocab);
-    output_ = ops::optional_tensor(f, "output.weight") ? ops::matrix(f, "output.weight", d, cfg_.n_vocab) : tok_embd_;
-    output_norm_ = ops::vector_f32(f, "output_norm.weight", d);
-    for (int32_t i = 0; i < cfg_.n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i) + ".";
-      Gemma3Layer l{};
-      l.sliding = i % pattern < pattern - 1;
-      l.attn_norm = ops::vector_f32(f, p + "attn_norm.weight", d);
-      l.wq = ops::matrix(f, p + "attn_q.weight", d, nq);
-      l.wk = ops::matrix(f, p + "attn_k.weight", d, nkv);
-      l.wv = ops::matrix(f, p + "attn_v.weight", d, nkv);
-      l.wo = ops::matrix(f, p + "attn_output.weight", nq, d);
-      l.q_norm = ops::vector_f32(f, p + "attn_q_norm.weight", hd);
-      l.k_norm = ops::vector_f32(f, p + "attn_k_norm.weight", hd);
-      l.post_attn_norm = ops::vector_f32(f, p + "post_attention_norm.weight", d);
-      l.ffn_norm = ops::vector_f32(f, p + "ffn_norm.weight", d);
-      l.gate = ops::matrix(f, p + "ffn_gate.weight", d, cfg_.n_ff);
-      l.up = ops::matrix(f, p + "ffn_up.weight", d, cfg_.n_ff);
-      l.down = ops::matrix(f, p + "ffn_down.weight", cfg_.n_ff, d);
-      l.post_ffw_norm = ops::vector_f32(f, p + "post_ffw_norm.weight", d);
-      layers_.push_back(l);
-    }
+  Gemma3Layer load_layer(const gguf::File& f, int32_t i, bool sliding) const {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const int64_t d = cfg_.n_embd;
+    Gemma3Layer l{};
+    l.sliding = sliding;
+    l.attn_norm = ops::vector_f32(f, p + "attn_norm.weight", d);
+    l.attn = ops::load_attention(f, p, d, cfg_.n_head, cfg_.n_head_kv, cfg_.head_dim, /*qk_norm=*/true);
+    l.post_attn_norm = ops::vector_f32(f, p + "post_attention_norm.weight", d);
+    l.ffn_norm = ops::vector_f32(f, p + "ffn_norm.weight", d);
+    l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
+    l.post_ffw_norm = ops::vector_f32(f, p + "post_ffw_norm.weight", d);
+    return l;
   }
 
   // ggml-cpu evaluates GELU through a table indexed by the fp16 bits of the input, holding
@@ -136,46 +114,32 @@ class Gemma3Model final : public Model {
     }
   }
 
+  // Sandwich norms: x += post_norm(branch(pre_norm(x))) for attention, then the FFN.
   void layer_forward(const Gemma3Layer& l, KvStore& kv, float* x, int64_t n, int32_t pos0, ThreadPool& pool) const {
-    const int64_t d = cfg_.n_embd, hd = cfg_.head_dim;
-    const int64_t nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd;
-    std::vector<float> xn(size_t(n * d));                        // [n][n_embd] normed input
-    std::vector<float> q(size_t(n * nq)), attn(size_t(n * nq));  // [n][n_head][hd]
-    std::vector<float> k(size_t(n * nkv)), v(size_t(n * nkv));   // [n][n_kv][hd]
-    std::vector<float> o(size_t(n * d));                         // [n][n_embd] branch output
+    const int64_t d = cfg_.n_embd, ff = cfg_.n_ff;
+    std::vector<float> xn(size_t(n * d));                     // [n][n_embd] normed input
+    std::vector<float> o(size_t(n * d));                      // [n][n_embd] branch output
+    std::vector<float> g(size_t(n * ff)), u(size_t(n * ff));  // [n][n_ff] FFN gate, up
     ops::rms_norm(x, l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
-    matmul(l.wq, xn.data(), n, q.data(), pool);
-    matmul(l.wk, xn.data(), n, k.data(), pool);
-    matmul(l.wv, xn.data(), n, v.data(), pool);
-    ops::rms_norm(q.data(), l.q_norm, q.data(), n * cfg_.n_head, hd, cfg_.rms_eps);
-    ops::rms_norm(k.data(), l.k_norm, k.data(), n * cfg_.n_head_kv, hd, cfg_.rms_eps);
-    const float base = l.sliding ? rope_base_swa_ : cfg_.rope_base;
-    ops::rope(q.data(), n, cfg_.n_head, int32_t(hd), cfg_.n_rot, pos0, base, RopeType::neox);
-    ops::rope(k.data(), n, cfg_.n_head_kv, int32_t(hd), cfg_.n_rot, pos0, base, RopeType::neox);
-    for (float& e : q) e *= q_scale_;
-    kv.append(k.data(), v.data(), int32_t(n));
-    ops::attention(q.data(), kv, n, pos0, {cfg_.n_head, 1.0f, l.sliding ? window_ : 0}, attn.data(), pool);
-    matmul(l.wo, attn.data(), n, o.data(), pool);
+    ops::attention_block(l.attn, l.sliding ? attn_sliding_ : attn_global_, kv, xn.data(), n, pos0, o.data(), pool);
     ops::rms_norm(o.data(), l.post_attn_norm, o.data(), n, d, cfg_.rms_eps);
     ops::add_scaled(x, o.data(), n * d);
 
-    std::vector<float> g(size_t(n * cfg_.n_ff)), u(size_t(n * cfg_.n_ff));  // [n][n_ff]
     ops::rms_norm(x, l.ffn_norm, xn.data(), n, d, cfg_.rms_eps);
-    matmul(l.gate, xn.data(), n, g.data(), pool);
-    matmul(l.up, xn.data(), n, u.data(), pool);
-    gelu_gate(g.data(), u.data(), n * cfg_.n_ff);
-    matmul(l.down, u.data(), n, o.data(), pool);
+    matmul(l.ffn.gate, xn.data(), n, g.data(), pool);
+    matmul(l.ffn.up, xn.data(), n, u.data(), pool);
+    gelu_gate(g.data(), u.data(), n * ff);
+    matmul(l.ffn.down, u.data(), n, o.data(), pool);
     ops::rms_norm(o.data(), l.post_ffw_norm, o.data(), n, d, cfg_.rms_eps);
     ops::add_scaled(x, o.data(), n * d);
   }
 
   ModelConfig cfg_;
   int32_t window_ = 0;             // sliding window (positions a query sees, itself included)
-  float rope_base_swa_ = 10000.f;  // RoPE base of the sliding layers
-  float q_scale_ = 1.f;            // multiplies Q after RoPE
+  ops::AttnOptions attn_global_;   // global layers: rope.freq_base, no window
+  ops::AttnOptions attn_sliding_;  // sliding layers: rope.freq_base_swa, window_
   std::vector<float> gelu_table_;  // [65536] f32: fp16(gelu(x)) indexed by fp16 bits of x
-  Matrix tok_embd_, output_;       // [n_vocab, n_embd]
-  const float* output_norm_ = nullptr;  // [n_embd]
+  ops::Embeddings emb_;
   std::vector<Gemma3Layer> layers_;
 };
 

@@ -14,18 +14,15 @@ namespace {
 struct GraniteLayer {
   const float* attn_norm;          // [n_embd]
   bool is_attention;
-  ssm_family::AttnWeights attn;    // attention layers only
+  ops::AttnWeights attn;    // attention layers only
   Mamba2Weights mixer;             // Mamba-2 layers only
   const float* ffn_norm;           // [n_embd]
-  Matrix gate, up, down;           // gate/up: [n_ff, n_embd], down: [n_embd, n_ff]
+  ops::SwigluFfn ffn;
 };
 
 class GraniteHybridModel final : public Model {
  public:
-  GraniteHybridModel(const gguf::File& f, const std::string& arch) {
-    HybridConfig h = read_hybrid_config(f, arch);
-    cfg_ = h.cfg;
-    n_head_kv_ = h.n_head_kv;
+  GraniteHybridModel(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
     const ArchKeys k(f, arch);
     const int64_t d = cfg_.n_embd;
     dims_ = read_mamba2_dims(f, arch, cfg_.n_embd);
@@ -33,24 +30,21 @@ class GraniteHybridModel final : public Model {
     residual_scale_ = float(k.get_float("residual_scale", 1.0));
     logit_scale_ = float(k.get_float("logit_scale", 1.0));
     cfg_.rope_type = f.get_bool(arch + ".rope.scaling.finetuned", true) ? RopeType::norm : RopeType::none;
-    attn_scale_ = cfg_.head_dim > 0 ? float(k.get_float("attention.scale", 1.0 / std::sqrt(double(cfg_.head_dim)))) : 0.f;
+    attn_ = ops::attention_options(cfg_);
+    attn_.scale = cfg_.head_dim > 0 ? float(k.get_float("attention.scale", 1.0 / std::sqrt(double(cfg_.head_dim)))) : 0.f;
     if (logit_scale_ == 0.f) f.fail(arch + ".logit_scale must not be 0");
-    tok_embd_ = ops::matrix(f, "token_embd.weight", d, cfg_.n_vocab);
-    output_ = ops::optional_tensor(f, "output.weight") ? ops::matrix(f, "output.weight", d, cfg_.n_vocab) : tok_embd_;
-    output_norm_ = ops::vector_f32(f, "output_norm.weight", d);
+    emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
-      const int32_t n_ff = h.n_ff[size_t(i)], n_kv = n_head_kv_[size_t(i)];
+      const int32_t n_ff = cfg_.n_ff_per_layer[size_t(i)], n_kv = cfg_.n_head_kv_per_layer[size_t(i)];
       if (n_ff <= 0) f.fail("layer " + std::to_string(i) + ": " + arch + ".feed_forward_length must be positive");
       GraniteLayer l{};
       l.attn_norm = ops::vector_f32(f, p + "attn_norm.weight", d);
       l.is_attention = n_kv > 0;
-      if (l.is_attention) l.attn = ssm_family::load_attention(f, p, cfg_.n_embd, cfg_.n_head, n_kv, cfg_.head_dim);
+      if (l.is_attention) l.attn = ops::load_attention(f, p, d, cfg_.n_head, n_kv, cfg_.head_dim, /*qk_norm=*/false);
       else l.mixer = load_mamba2_weights(f, p, dims_);
       l.ffn_norm = ops::vector_f32(f, p + "ffn_norm.weight", d);
-      l.gate = ops::matrix(f, p + "ffn_gate.weight", d, n_ff);
-      l.up = ops::matrix(f, p + "ffn_up.weight", d, n_ff);
-      l.down = ops::matrix(f, p + "ffn_down.weight", n_ff, d);
+      l.ffn = ops::load_swiglu(f, p, d, n_ff);
       layers_.push_back(l);
     }
   }
@@ -61,8 +55,8 @@ class GraniteHybridModel final : public Model {
     std::vector<std::unique_ptr<LayerState>> layers;
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
       if (layers_[size_t(i)].is_attention)
-        layers.push_back(
-            std::make_unique<FullKvState>(n_head_kv_[size_t(i)], cfg_.head_dim, opts.kv_type, opts.kv_page_size));
+        layers.push_back(std::make_unique<FullKvState>(cfg_.n_head_kv_per_layer[size_t(i)], cfg_.head_dim, opts.kv_type,
+                                                       opts.kv_page_size));
       else
         layers.push_back(std::make_unique<RecurrentState>(mamba2_state_sizes(dims_)));
     }
@@ -75,11 +69,11 @@ class GraniteHybridModel final : public Model {
     if (n == 0) return;
     state.check_room(n);
     std::vector<float> x(size_t(n * d));  // [n][n_embd] residual stream
-    ssm_family::embed(tok_embd_, tokens, x.data());
+    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
     for (float& v : x) v *= embedding_scale_;
     for (size_t il = 0; il < layers_.size(); ++il) layer_forward(layers_[il], state.layer(il), x.data(), n, state.position(), pool);
     state.advance(int32_t(n));
-    ssm_family::output_logits(x.data(), n, mode, output_norm_, output_, cfg_.rms_eps, logits, pool);
+    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
     if (mode == LogitsMode::none) return;
     const int64_t count = (mode == LogitsMode::all ? n : 1) * int64_t(cfg_.n_vocab);
     for (int64_t i = 0; i < count; ++i) logits[i] /= logit_scale_;
@@ -92,28 +86,21 @@ class GraniteHybridModel final : public Model {
     std::vector<float> o(size_t(n * d));   // [n][n_embd] branch output
     ops::rms_norm(x, l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
     if (l.is_attention)
-      ssm_family::attention(l.attn, static_cast<FullKvState&>(st), xn.data(), n, pos0, cfg_.n_head, attn_scale_,
-                            cfg_.rope_type, cfg_.rope_base, o.data(), pool);
+      ops::attention_block(l.attn, attn_, static_cast<FullKvState&>(st), xn.data(), n, pos0, o.data(), pool);
     else
       mamba2_mixer(l.mixer, dims_, static_cast<RecurrentState&>(st), xn.data(), n, o.data(), cfg_.rms_eps, pool);
     ops::add_scaled(x, o.data(), n * d, residual_scale_);
 
-    const int64_t ff = l.gate.rows;
-    std::vector<float> g(size_t(n * ff)), u(size_t(n * ff));  // [n][n_ff]
     ops::rms_norm(x, l.ffn_norm, xn.data(), n, d, cfg_.rms_eps);
-    matmul(l.gate, xn.data(), n, g.data(), pool);
-    matmul(l.up, xn.data(), n, u.data(), pool);
-    ops::swiglu(g.data(), u.data(), n * ff);
-    matmul(l.down, u.data(), n, o.data(), pool);
+    ops::swiglu_ffn(l.ffn, xn.data(), n, o.data(), pool);
     ops::add_scaled(x, o.data(), n * d, residual_scale_);
   }
 
   ModelConfig cfg_;
   Mamba2Dims dims_;
-  std::vector<int32_t> n_head_kv_;      // [n_layer], 0 = Mamba-2 layer
-  float embedding_scale_ = 1, residual_scale_ = 1, logit_scale_ = 1, attn_scale_ = 1;
-  Matrix tok_embd_, output_;            // [n_vocab, n_embd]
-  const float* output_norm_ = nullptr;  // [n_embd]
+  float embedding_scale_ = 1, residual_scale_ = 1, logit_scale_ = 1;
+  ops::AttnOptions attn_;  // attention.scale replaces 1/sqrt(hd)
+  ops::Embeddings emb_;
   std::vector<GraniteLayer> layers_;
 };
 

@@ -3,7 +3,6 @@
 // one RecurrentState holding two buffers: the conv tail and the SSM state. Recurrences
 // run token by token in a fixed order, so results never depend on the micro-batch split.
 #include <cmath>
-#include <stdexcept>
 #include <vector>
 
 #include "models/config.h"
@@ -25,9 +24,6 @@ struct MambaLayer {
   const float* d;          // [d_inner]
   Matrix out;              // [n_embd, d_inner]
 };
-
-float silu(float v) { return v / (1.0f + std::exp(-v)); }
-float softplus(float v) { return v <= 20.0f ? std::log1p(std::exp(v)) : v; }
 
 class MambaModel final : public Model {
  public:
@@ -55,18 +51,12 @@ class MambaModel final : public Model {
 
   void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const override {
-    const int64_t n = int64_t(tokens.size());
+    const int64_t n = int64_t(tokens.size()), de = cfg_.n_embd;
     if (n == 0) return;
     state.check_room(n);
-    const int64_t de = cfg_.n_embd;
     std::vector<float> x(size_t(n * de));   // [n][n_embd] residual stream
     std::vector<float> xn(size_t(n * de));  // [n][n_embd] normed input, then mixer output
-    for (int64_t t = 0; t < n; ++t) {
-      if (tokens[t] < 0 || tokens[t] >= cfg_.n_vocab)
-        throw std::runtime_error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
-                                 std::to_string(cfg_.n_vocab - 1) + ")");
-      get_row(tok_embd_, tokens[t], x.data() + t * de);
-    }
+    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
     for (size_t il = 0; il < layers_.size(); ++il) {
       const MambaLayer& l = layers_[il];
       ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, de, cfg_.rms_eps);
@@ -74,19 +64,13 @@ class MambaModel final : public Model {
       ops::add_scaled(x.data(), xn.data(), n * de);
     }
     state.advance(int32_t(n));
-    if (mode == LogitsMode::none) return;
-    const int64_t first = mode == LogitsMode::all ? 0 : n - 1;
-    const int64_t rows = n - first;
-    ops::rms_norm(x.data() + first * de, output_norm_, xn.data(), rows, de, cfg_.rms_eps);
-    matmul(output_, xn.data(), rows, logits, pool);
+    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
   }
 
  private:
   void load_weights(const gguf::File& f) {
     const int64_t de = cfg_.n_embd;
-    tok_embd_ = ops::matrix(f, "token_embd.weight", de, cfg_.n_vocab);
-    output_ = ops::optional_tensor(f, "output.weight") ? ops::matrix(f, "output.weight", de, cfg_.n_vocab) : tok_embd_;
-    output_norm_ = ops::vector_f32(f, "output_norm.weight", de);
+    emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       MambaLayer l{};
@@ -104,22 +88,6 @@ class MambaModel final : public Model {
     }
   }
 
-  // Causal depthwise conv + bias + SiLU over xs ([n][d_inner], in place), continuing from
-  // and updating the conv tail ([d_conv-1][d_inner], oldest first).
-  void conv(const MambaLayer& l, std::span<float> tail, float* xs, int64_t n) const {
-    const int64_t di = d_inner_, kc = d_conv_;
-    std::vector<float> win(size_t((kc - 1 + n) * di));  // [d_conv-1+n][d_inner]: tail then new inputs
-    std::copy(tail.begin(), tail.end(), win.begin());
-    std::copy(xs, xs + n * di, win.begin() + (kc - 1) * di);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t c = 0; c < di; ++c) {
-        float sum = 0.0f;
-        for (int64_t k = 0; k < kc; ++k) sum += win[size_t((t + k) * di + c)] * l.conv_w[c * kc + k];
-        xs[t * di + c] = silu(sum + l.conv_b[c]);
-      }
-    std::copy(win.end() - (kc - 1) * di, win.end(), tail.begin());
-  }
-
   // The selective scan: per channel c, s = s*exp(dt*A) + dt*x*B, y = C.s + D*x, then
   // y *= silu(z). Channels are independent, so they may run on any thread.
   void scan(const MambaLayer& l, std::span<float> ssm, const float* xs, const float* dt, const float* xdb,
@@ -132,7 +100,7 @@ class MambaModel final : public Model {
         for (int64_t t = 0; t < n; ++t) {
           const float* b = xdb + t * nx + dt_rank_;
           const float* cc = b + ns;
-          const float dtp = softplus(dt[t * di + c] + l.dt_b[c]);
+          const float dtp = ops::softplus(dt[t * di + c] + l.dt_b[c]);
           const float x_dt = xs[t * di + c] * dtp;
           float sum = 0.0f;
           for (int64_t j = 0; j < ns; ++j) {
@@ -140,7 +108,7 @@ class MambaModel final : public Model {
             sum += s[j] * cc[j];
           }
           const float yc = sum + xs[t * di + c] * l.d[c];
-          y[t * di + c] = yc * silu(xz[t * 2 * di + di + c]);
+          y[t * di + c] = yc * ops::silu(xz[t * 2 * di + di + c]);
         }
       }
     });
@@ -150,14 +118,14 @@ class MambaModel final : public Model {
   void mixer(const MambaLayer& l, RecurrentState& st, float* u, int64_t n, ThreadPool& pool) const {
     const int64_t di = d_inner_, nx = dt_rank_ + 2 * d_state_;
     std::vector<float> xz(size_t(n * 2 * di));  // [n][2*d_inner]: x then z
-    std::vector<float> xs(size_t(n * di));      // [n][d_inner] conv input, then conv output
+    std::vector<float> xs(size_t(n * di));      // [n][d_inner] conv + SiLU output
     std::vector<float> xdb(size_t(n * nx));     // [n][dt_rank + 2*d_state]: dt, B, C
     std::vector<float> dtr(size_t(n * dt_rank_));  // [n][dt_rank] low-rank dt, contiguous for matmul
     std::vector<float> dt(size_t(n * di));      // [n][d_inner] dt before bias and softplus
     std::vector<float> y(size_t(n * di));       // [n][d_inner] gated scan output
     matmul(l.in, u, n, xz.data(), pool);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(xz.data() + t * 2 * di, di, xs.data() + t * di);
-    conv(l, st.buffer(0), xs.data(), n);
+    ops::causal_conv(l.conv_w, l.conv_b, d_conv_, st.buffer(0).data(), xz.data(), 2 * di, n, di, xs.data(), pool);
+    for (float& v : xs) v = ops::silu(v);
     matmul(l.x_proj, xs.data(), n, xdb.data(), pool);
     for (int64_t t = 0; t < n; ++t) std::copy_n(xdb.data() + t * nx, dt_rank_, dtr.data() + t * dt_rank_);
     matmul(l.dt_proj, dtr.data(), n, dt.data(), pool);
@@ -168,8 +136,7 @@ class MambaModel final : public Model {
 
   ModelConfig cfg_;
   int64_t d_inner_ = 0, d_state_ = 0, dt_rank_ = 0, d_conv_ = 0;
-  Matrix tok_embd_, output_;            // [n_vocab, n_embd]
-  const float* output_norm_ = nullptr;  // [n_embd]
+  ops::Embeddings emb_;
   std::vector<MambaLayer> layers_;
 };
 

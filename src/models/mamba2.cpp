@@ -19,9 +19,7 @@ class Mamba2Model final : public Model {
     const int64_t d = cfg_.n_embd;
     dims_ = read_mamba2_dims(f, arch, cfg_.n_embd);
     cfg_.rope_type = RopeType::none;
-    tok_embd_ = ops::matrix(f, "token_embd.weight", d, cfg_.n_vocab);
-    output_ = ops::optional_tensor(f, "output.weight") ? ops::matrix(f, "output.weight", d, cfg_.n_vocab) : tok_embd_;
-    output_norm_ = ops::vector_f32(f, "output_norm.weight", d);
+    emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       layers_.push_back({ops::vector_f32(f, p + "attn_norm.weight", d), load_mamba2_weights(f, p, dims_)});
@@ -44,7 +42,7 @@ class Mamba2Model final : public Model {
     std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
     std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed layer input
     std::vector<float> o(size_t(n * d));   // [n][n_embd] mixer output
-    ssm_family::embed(tok_embd_, tokens, x.data());  // throws before any state is touched
+    ops::embed_tokens(emb_.tok_embd, tokens, x.data());  // throws before any state is touched
     for (size_t il = 0; il < layers_.size(); ++il) {
       ops::rms_norm(x.data(), layers_[il].norm, xn.data(), n, d, cfg_.rms_eps);
       mamba2_mixer(layers_[il].mixer, dims_, static_cast<RecurrentState&>(state.layer(il)), xn.data(), n, o.data(),
@@ -52,14 +50,13 @@ class Mamba2Model final : public Model {
       ops::add_scaled(x.data(), o.data(), n * d);
     }
     state.advance(int32_t(n));
-    ssm_family::output_logits(x.data(), n, mode, output_norm_, output_, cfg_.rms_eps, logits, pool);
+    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
   }
 
  private:
   ModelConfig cfg_;
   Mamba2Dims dims_;
-  Matrix tok_embd_, output_;            // [n_vocab, n_embd]
-  const float* output_norm_ = nullptr;  // [n_embd]
+  ops::Embeddings emb_;
   std::vector<Mamba2Layer> layers_;
 };
 

@@ -5,7 +5,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -51,42 +50,9 @@ std::vector<size_t> mamba2_state_sizes(const Mamba2Dims& d);
 void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& state, const float* xn, int64_t n,
                   float* out, float eps, ThreadPool& pool);
 
-// Hybrid models (granitehybrid, nemotron_h) give head_count_kv and feed_forward_length
-// per layer, with 0 on Mamba layers, which read_common_config does not accept.
-struct HybridConfig {
-  ModelConfig cfg;                 // n_head_kv / n_ff hold the largest per-layer value
-  std::vector<int32_t> n_head_kv;  // [n_layer], 0 = no attention in this layer
-  std::vector<int32_t> n_ff;       // [n_layer], 0 = no FFN in this layer
-};
-HybridConfig read_hybrid_config(const gguf::File& f, const std::string& arch);
-
 // Factories of the three files (registry.cpp reaches them through make_mamba2_family).
 std::unique_ptr<Model> make_mamba2(const gguf::File& f, const std::string& arch);          // mamba2.cpp
 std::unique_ptr<Model> make_granite_hybrid(const gguf::File& f, const std::string& arch);  // granite_hybrid.cpp
 std::unique_ptr<Model> make_nemotron_h(const gguf::File& f, const std::string& arch);      // nemotron_h.cpp
-
-// Helpers shared by the three Mamba-2 family files (generic; candidates for ops.h).
-namespace ssm_family {
-
-// x: [tokens.size()][tok_embd.cols] rows of the embedding; throws on an id outside the vocabulary.
-void embed(const Matrix& tok_embd, std::span<const Token> tokens, float* x);
-// Final RMSNorm + output projection of the rows `mode` asks for. x: [n][n_embd],
-// logits: [rows][n_vocab].
-void output_logits(const float* x, int64_t n, LogitsMode mode, const float* norm, const Matrix& output, float eps,
-                   float* logits, ThreadPool& pool);
-
-// Attention without RoPE (Granite-4.0-H, Nemotron-H): GQA over a FullKvState.
-struct AttnWeights {
-  Matrix wq, wk, wv;  // q: [n_head*hd, n_embd], k/v: [n_kv*hd, n_embd]
-  Matrix wo;          // [n_embd, n_head*hd]
-};
-AttnWeights load_attention(const gguf::File& f, const std::string& prefix, int32_t n_embd, int32_t n_head,
-                           int32_t n_kv, int32_t head_dim);
-// xn: [n][n_embd] normed input, out: [n][n_embd]; appends the n tokens' K/V to kv.
-// rope_type none skips RoPE.
-void attention(const AttnWeights& w, FullKvState& kv, const float* xn, int64_t n, int32_t pos0, int32_t n_head,
-               float scale, RopeType rope_type, float rope_base, float* out, ThreadPool& pool);
-
-}  // namespace ssm_family
 
 }  // namespace ws

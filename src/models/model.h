@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "memory/state.h"
@@ -24,9 +25,13 @@ struct ModelConfig {
   int32_t n_embd = 0;
   int32_t n_layer = 0;
   int32_t n_head = 0;
-  int32_t n_head_kv = 0;
+  int32_t n_head_kv = 0;     // the largest of n_head_kv_per_layer
   int32_t head_dim = 0;      // key/value length per head
-  int32_t n_ff = 0;
+  int32_t n_ff = 0;          // the largest of n_ff_per_layer
+  // Hybrids give head_count_kv / feed_forward_length per layer; a scalar key fills every
+  // layer. 0 = the layer has no attention / no FFN.
+  std::vector<int32_t> n_head_kv_per_layer;  // [n_layer]
+  std::vector<int32_t> n_ff_per_layer;       // [n_layer]
   int32_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.f;

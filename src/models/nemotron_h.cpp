@@ -19,25 +19,21 @@ struct NemotronLayer {
   const float* norm;              // [n_embd]
   BlockKind kind;
   Mamba2Weights mixer;            // mamba only
-  ssm_family::AttnWeights attn;   // attention only
+  ops::AttnWeights attn;   // attention only
   Matrix up, down;                // mlp only: up [n_ff, n_embd], down [n_embd, n_ff]
 };
 
 class NemotronHModel final : public Model {
  public:
-  NemotronHModel(const gguf::File& f, const std::string& arch) {
-    HybridConfig h = read_hybrid_config(f, arch);
-    cfg_ = h.cfg;
-    n_head_kv_ = h.n_head_kv;
+  NemotronHModel(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
     cfg_.rope_type = RopeType::none;
+    attn_ = ops::attention_options(cfg_);
     const int64_t d = cfg_.n_embd;
     dims_ = read_mamba2_dims(f, arch, cfg_.n_embd);
-    tok_embd_ = ops::matrix(f, "token_embd.weight", d, cfg_.n_vocab);
-    output_ = ops::optional_tensor(f, "output.weight") ? ops::matrix(f, "output.weight", d, cfg_.n_vocab) : tok_embd_;
-    output_norm_ = ops::vector_f32(f, "output_norm.weight", d);
+    emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
-      const int32_t n_ff = h.n_ff[size_t(i)], n_kv = n_head_kv_[size_t(i)];
+      const int32_t n_ff = cfg_.n_ff_per_layer[size_t(i)], n_kv = cfg_.n_head_kv_per_layer[size_t(i)];
       NemotronLayer l{};
       l.norm = ops::vector_f32(f, p + "attn_norm.weight", d);
       if (n_kv > 0 && n_ff > 0)
@@ -45,7 +41,7 @@ class NemotronHModel final : public Model {
                "layer is exactly one of Mamba-2, attention or MLP");
       if (n_kv > 0) {
         l.kind = BlockKind::attention;
-        l.attn = ssm_family::load_attention(f, p, cfg_.n_embd, cfg_.n_head, n_kv, cfg_.head_dim);
+        l.attn = ops::load_attention(f, p, d, cfg_.n_head, n_kv, cfg_.head_dim, /*qk_norm=*/false);
       } else if (n_ff > 0) {
         l.kind = BlockKind::mlp;
         l.up = ops::matrix(f, p + "ffn_up.weight", d, n_ff);
@@ -65,7 +61,8 @@ class NemotronHModel final : public Model {
     for (size_t i = 0; i < layers_.size(); ++i) {
       switch (layers_[i].kind) {
         case BlockKind::attention:
-          layers.push_back(std::make_unique<FullKvState>(n_head_kv_[i], cfg_.head_dim, opts.kv_type, opts.kv_page_size));
+          layers.push_back(
+              std::make_unique<FullKvState>(cfg_.n_head_kv_per_layer[i], cfg_.head_dim, opts.kv_type, opts.kv_page_size));
           break;
         case BlockKind::mamba:
           layers.push_back(std::make_unique<RecurrentState>(mamba2_state_sizes(dims_)));
@@ -86,8 +83,7 @@ class NemotronHModel final : public Model {
     std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
     std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed layer input
     std::vector<float> o(size_t(n * d));   // [n][n_embd] block output
-    ssm_family::embed(tok_embd_, tokens, x.data());
-    const float attn_scale = 1.0f / std::sqrt(float(cfg_.head_dim));
+    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
     for (size_t il = 0; il < layers_.size(); ++il) {
       const NemotronLayer& l = layers_[il];
       ops::rms_norm(x.data(), l.norm, xn.data(), n, d, cfg_.rms_eps);
@@ -97,8 +93,8 @@ class NemotronHModel final : public Model {
                        cfg_.rms_eps, pool);
           break;
         case BlockKind::attention:
-          ssm_family::attention(l.attn, static_cast<FullKvState&>(state.layer(il)), xn.data(), n, state.position(),
-                                cfg_.n_head, attn_scale, RopeType::none, cfg_.rope_base, o.data(), pool);
+          ops::attention_block(l.attn, attn_, static_cast<FullKvState&>(state.layer(il)), xn.data(), n,
+                               state.position(), o.data(), pool);
           break;
         case BlockKind::mlp:
           mlp(l, xn.data(), n, o.data(), pool);
@@ -108,7 +104,7 @@ class NemotronHModel final : public Model {
       ops::add_scaled(x.data(), o.data(), n * d);
     }
     state.advance(int32_t(n));
-    ssm_family::output_logits(x.data(), n, mode, output_norm_, output_, cfg_.rms_eps, logits, pool);
+    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
   }
 
  private:
@@ -122,9 +118,8 @@ class NemotronHModel final : public Model {
 
   ModelConfig cfg_;
   Mamba2Dims dims_;
-  std::vector<int32_t> n_head_kv_;      // [n_layer], kv heads of attention layers
-  Matrix tok_embd_, output_;            // [n_vocab, n_embd]
-  const float* output_norm_ = nullptr;  // [n_embd]
+  ops::AttnOptions attn_;  // no RoPE
+  ops::Embeddings emb_;
   std::vector<NemotronLayer> layers_;
 };
 

@@ -21,7 +21,17 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, fl
 }
 
 void swiglu(const float* g, float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = g[i] / (1.0f + std::exp(-g[i])) * x[i];
+  for (int64_t i = 0; i < n; ++i) x[i] = silu(g[i]) * x[i];
+}
+
+void l2_norm(float* x, int64_t n, int64_t d, float eps) {
+  for (int64_t r = 0; r < n; ++r) {
+    float* v = x + r * d;
+    double sum = 0;  // double like ggml's row reductions
+    for (int64_t i = 0; i < d; ++i) sum += double(v[i]) * v[i];
+    const float scale = 1.0f / std::max(float(std::sqrt(sum)), eps);
+    for (int64_t i = 0; i < d; ++i) v[i] *= scale;
+  }
 }
 
 void add_scaled(float* a, const float* b, int64_t n, float scale) {
@@ -120,6 +130,118 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
                  hd, p.scale, scores.data(), out + (t * p.n_head + h) * hd);
     }
   });
+}
+
+void causal_conv(const float* w, const float* bias, int64_t K, float* tail, const float* in, int64_t in_stride,
+                 int64_t n, int64_t ch, float* out, ThreadPool& pool) {
+  // Channel by channel: a channel's inputs are gathered before its outputs are written,
+  // which is what makes out == in safe.
+  pool.parallel_for(ch, 16, [&](int64_t c0, int64_t c1) {
+    std::vector<float> win(size_t(K - 1 + n));  // [K-1 + n] f32: this channel's tail, then its new inputs
+    for (int64_t c = c0; c < c1; ++c) {
+      for (int64_t k = 0; k < K - 1; ++k) win[size_t(k)] = tail[k * ch + c];
+      for (int64_t t = 0; t < n; ++t) win[size_t(K - 1 + t)] = in[t * in_stride + c];
+      const float* wc = w + c * K;
+      for (int64_t t = 0; t < n; ++t) {
+        float s = 0.f;
+        for (int64_t k = 0; k < K; ++k) s += win[size_t(t + k)] * wc[k];  // oldest tap first
+        if (bias) s += bias[c];
+        out[t * ch + c] = s;
+      }
+      // The new tail is the last K-1 inputs (older tail values when n < K-1).
+      for (int64_t k = 0; k < K - 1; ++k) tail[k * ch + c] = win[size_t(n + k)];
+    }
+  });
+}
+
+Embeddings load_embeddings(const gguf::File& f, const ModelConfig& c, const std::string& norm_name) {
+  Embeddings e;
+  e.tok_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
+  e.output = optional_tensor(f, "output.weight") ? matrix(f, "output.weight", c.n_embd, c.n_vocab) : e.tok_embd;
+  e.output_norm = vector_f32(f, norm_name, c.n_embd);
+  return e;
+}
+
+void embed_tokens(const Matrix& tok_embd, std::span<const Token> tokens, float* x) {
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    if (tokens[t] < 0 || tokens[t] >= tok_embd.rows)
+      throw std::runtime_error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
+                               std::to_string(tok_embd.rows - 1) + ")");
+    get_row(tok_embd, tokens[t], x + int64_t(t) * tok_embd.cols);
+  }
+}
+
+void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,
+                   ThreadPool& pool) {
+  if (mode == LogitsMode::none || n == 0) return;
+  const int64_t d = e.output.cols, first = mode == LogitsMode::all ? 0 : n - 1, rows = n - first;
+  std::vector<float> xn(size_t(rows * d));  // [rows][n_embd] normed final hidden states
+  rms_norm(x + first * d, e.output_norm, xn.data(), rows, d, eps);
+  matmul(e.output, xn.data(), rows, logits, pool);
+}
+
+SwigluFfn load_swiglu(const gguf::File& f, const std::string& p, int64_t n_embd, int64_t n_ff) {
+  return {matrix(f, p + "ffn_gate.weight", n_embd, n_ff), matrix(f, p + "ffn_up.weight", n_embd, n_ff),
+          matrix(f, p + "ffn_down.weight", n_ff, n_embd)};
+}
+
+void swiglu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool) {
+  const int64_t ff = w.gate.rows;
+  std::vector<float> g(size_t(n * ff)), u(size_t(n * ff));  // [n][n_ff] gate and up projections
+  matmul(w.gate, xn, n, g.data(), pool);
+  matmul(w.up, xn, n, u.data(), pool);
+  swiglu(g.data(), u.data(), n * ff);
+  matmul(w.down, u.data(), n, out, pool);
+}
+
+AttnWeights load_attention(const gguf::File& f, const std::string& p, int64_t n_embd, int32_t n_head, int32_t n_kv,
+                           int32_t hd, bool qk_norm, int64_t q_factor) {
+  AttnWeights w;
+  w.wq = matrix(f, p + "attn_q.weight", n_embd, q_factor * n_head * hd);
+  w.wk = matrix(f, p + "attn_k.weight", n_embd, int64_t(n_kv) * hd);
+  w.wv = matrix(f, p + "attn_v.weight", n_embd, int64_t(n_kv) * hd);
+  w.wo = matrix(f, p + "attn_output.weight", int64_t(n_head) * hd, n_embd);
+  if (qk_norm) {
+    w.q_norm = vector_f32(f, p + "attn_q_norm.weight", hd);
+    w.k_norm = vector_f32(f, p + "attn_k_norm.weight", hd);
+  }
+  return w;
+}
+
+AttnOptions attention_options(const ModelConfig& c) {
+  AttnOptions o;
+  o.n_head = c.n_head;
+  o.eps = c.rms_eps;
+  o.rope = c.rope_type;
+  o.n_rot = c.n_rot;
+  o.rope_base = c.rope_base;
+  o.scale = c.head_dim > 0 ? 1.0f / std::sqrt(float(c.head_dim)) : 1.f;
+  return o;
+}
+
+void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, float* k, const float* v, int64_t n,
+            int32_t pos0, float* attn, ThreadPool& pool) {
+  const int32_t hd = kv.head_dim(), n_kv = kv.n_kv_heads();
+  if (w.q_norm) rms_norm(q, w.q_norm, q, n * o.n_head, hd, o.eps);
+  if (w.k_norm) rms_norm(k, w.k_norm, k, n * n_kv, hd, o.eps);
+  rope(q, n, o.n_head, hd, o.n_rot, pos0, o.rope_base, o.rope);
+  rope(k, n, n_kv, hd, o.n_rot, pos0, o.rope_base, o.rope);
+  if (o.q_scale != 1.f)
+    for (int64_t i = 0; i < n * o.n_head * hd; ++i) q[i] *= o.q_scale;
+  kv.append(k, v, int32_t(n));
+  attention(q, kv, n, pos0, {o.n_head, o.scale, o.window}, attn, pool);
+}
+
+void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,
+                     float* out, ThreadPool& pool) {
+  const int64_t nq = int64_t(o.n_head) * kv.head_dim(), nkv = kv.row_size();
+  std::vector<float> q(size_t(n * nq)), attn(size_t(n * nq));  // [n][n_head][hd] queries, attention output
+  std::vector<float> k(size_t(n * nkv)), v(size_t(n * nkv));   // [n][n_kv][hd] new keys, values
+  matmul(w.wq, xn, n, q.data(), pool);
+  matmul(w.wk, xn, n, k.data(), pool);
+  matmul(w.wv, xn, n, v.data(), pool);
+  attend(w, o, kv, q.data(), k.data(), v.data(), n, pos0, attn.data(), pool);
+  matmul(w.wo, attn.data(), n, out, pool);
 }
 
 const gguf::TensorInfo* optional_tensor(const gguf::File& f, const std::string& name) {

@@ -1,7 +1,10 @@
 // Element-wise and attention operations shared by the architecture files.
 // All work on f32 rows; each output row depends only on its own inputs (batch invariance).
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "memory/state.h"
 #include "models/model.h"
@@ -9,10 +12,19 @@
 
 namespace ws::ops {
 
+// Scalar activations, written as the f32 formulas GGUF runtimes use: logits are compared
+// with theirs bit for bit, so the expressions must not be "simplified".
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// Above 20, softplus(x) == x in f32 anyway (same threshold as GGUF runtimes).
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
 // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of d. x, y: [n][d]; w: [d] (may be null).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps);
 // x[i] = silu(g[i]) * x[i] for i < n (SwiGLU gate applied in place on the up projection).
 void swiglu(const float* g, float* x, int64_t n);
+// x[r] /= max(||x[r]||, eps) for each of n rows of d (L2 normalisation, e.g. of delta-net q/k).
+void l2_norm(float* x, int64_t n, int64_t d, float eps);
 // a[i] += b[i] * scale.
 void add_scaled(float* a, const float* b, int64_t n, float scale = 1.f);
 // Rotates the first n_rot dims of each head of x: [n_tokens][n_heads][head_dim],
@@ -31,6 +43,70 @@ struct AttentionParams {
 // GQA: query head h reads kv head h / (n_head / n_kv_heads).
 void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
                float* out, ThreadPool& pool);
+
+// Causal depthwise conv over [tail ; in] for n tokens of ch channels, one k-ordered sum
+// per output whatever the batch split:
+//   out[t][c] = sum_k w[c][k] * win[t+k][c] (+ bias[c]),  win = [tail (K-1 rows) ; in (n rows)].
+// w: [ch][K] f32, tap K-1 multiplies the current token; bias: [ch] or null; tail:
+// [K-1][ch] oldest first, replaced by the last K-1 inputs; in: [n][in_stride] (channels
+// at columns 0..ch-1); out: [n][ch]. out may alias in when in_stride == ch.
+void causal_conv(const float* w, const float* bias, int64_t K, float* tail, const float* in, int64_t in_stride,
+                 int64_t n, int64_t ch, float* out, ThreadPool& pool);
+
+// The token embedding in, logits out: the same in every architecture.
+struct Embeddings {
+  Matrix tok_embd;                     // [n_vocab, n_embd]
+  Matrix output;                       // [n_vocab, n_embd]: output.weight, or tok_embd when tied
+  const float* output_norm = nullptr;  // [n_embd] final RMSNorm weight
+};
+Embeddings load_embeddings(const gguf::File& f, const ModelConfig& c,
+                           const std::string& norm_name = "output_norm.weight");
+// x: [tokens.size()][n_embd] rows of tok_embd. Throws on an id outside the vocabulary;
+// callers embed before touching any state, so a bad token leaves the state unchanged.
+void embed_tokens(const Matrix& tok_embd, std::span<const Token> tokens, float* x);
+// Final RMSNorm + output projection of the rows `mode` asks for (all n, or the last).
+// x: [n][n_embd], logits: [rows][n_vocab].
+void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,
+                   ThreadPool& pool);
+
+// SwiGLU FFN "blk.N.ffn_{gate,up,down}": out = down(silu(gate xn) * up xn).
+struct SwigluFfn {
+  Matrix gate, up;  // [n_ff, n_embd]
+  Matrix down;      // [n_embd, n_ff]
+};
+SwigluFfn load_swiglu(const gguf::File& f, const std::string& prefix, int64_t n_embd, int64_t n_ff);
+// xn, out: [n][n_embd].
+void swiglu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool);
+
+// A GQA attention layer "blk.N.attn_*".
+struct AttnWeights {
+  Matrix wq;                      // [q_factor * n_head * hd, n_embd] (q_factor 2: per head [query, gate])
+  Matrix wk, wv;                  // [n_kv * hd, n_embd]
+  Matrix wo;                      // [n_embd, n_head * hd]
+  const float* q_norm = nullptr;  // [hd] per-head RMSNorm of Q, or null
+  const float* k_norm = nullptr;  // [hd] per-head RMSNorm of K, or null
+};
+AttnWeights load_attention(const gguf::File& f, const std::string& prefix, int64_t n_embd, int32_t n_head,
+                           int32_t n_kv, int32_t head_dim, bool qk_norm, int64_t q_factor = 1);
+// How a layer attends; attention_options() fills it from the config (scale 1/sqrt(hd)).
+struct AttnOptions {
+  int32_t n_head = 0;
+  float eps = 1e-5f;               // of the Q/K norms
+  RopeType rope = RopeType::none;
+  int32_t n_rot = 0;
+  float rope_base = 10000.f;
+  float scale = 1.f;               // multiplies q.k before the softmax
+  float q_scale = 1.f;             // multiplies Q after RoPE (Gemma 3 scales Q, not the scores)
+  int32_t window = 0;              // sliding window, 0 = all positions
+};
+AttnOptions attention_options(const ModelConfig& c);
+// From fresh projections q: [n][n_head][hd], k, v: [n][n_kv][hd] (q, k changed in place):
+// Q/K norm, RoPE, append K/V to kv, causal attention -> attn: [n][n_head][hd].
+void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, float* k, const float* v, int64_t n,
+            int32_t pos0, float* attn, ThreadPool& pool);
+// The whole block: out = wo(attend(wq xn, wk xn, wv xn)). xn, out: [n][n_embd].
+void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,
+                     float* out, ThreadPool& pool);
 
 // Dense-weight helpers that turn a GGUF tensor into a Matrix / norm vector, checking
 // shape and type with errors that name the tensor.

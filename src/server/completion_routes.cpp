@@ -1,0 +1,90 @@
+// POST /v1/chat/completions and POST /v1/completions: parse, render, tokenize, lease a
+// slot, run the turn; streaming answers are Server-Sent Events in OpenAI's chunk format.
+#include <httplib.h>
+
+#include <optional>
+
+#include "server/api_error.h"
+#include "server/http_server.h"
+
+namespace ws::server {
+
+void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest cr = parse_chat_request(parse_body(req.body));
+  const RenderedText text = chat_.render(cr.messages, cr.tools);
+  TurnRequest turn = make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, "messages");
+  respond(res, make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
+}
+
+void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
+  const CompletionRequest cr = parse_completion_request(parse_body(req.body));
+  TurnRequest turn = make_turn_request(tok_, RenderedText{cr.prompt, {}}, cr.gen, cfg_.n_ctx, "prompt");
+  respond(res, make_meta(ApiKind::text, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
+}
+
+void Server::respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn, const GenerationOptions& gen) {
+  // Waits in line for a slot (503 at once when the line is full) before any byte is sent,
+  // so a refused request still gets a proper status.
+  std::optional<SlotPool::Lease> lease(slots_.acquire());
+  if (gen.stream) {
+    meta.include_usage = gen.include_usage;
+    stream(res, std::move(*lease), std::move(meta), std::move(turn), gen.stop);
+    return;
+  }
+  const Completion c = run_completion(lease->engine(), tok_, turn, gen.stop, {});
+  lease.reset();  // the slot is free before the (possibly slow) network write
+  metrics_.record_turn(c.turn, false);
+  res.set_content(dump_json(completion_json(meta, c)), "application/json");
+}
+
+namespace {
+
+// Everything a streaming response needs after its handler has returned. Shared by every
+// copy httplib makes of the provider, so releasing the lease here frees the slot at once.
+struct StreamJob {
+  ResponseMeta meta;
+  TurnRequest turn;
+  std::vector<std::string> stop;
+  std::optional<SlotPool::Lease> lease;
+};
+
+}  // namespace
+
+void Server::stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta,
+                    TurnRequest turn, std::vector<std::string> stop) {
+  auto job = std::make_shared<StreamJob>(StreamJob{std::move(meta), std::move(turn), std::move(stop), std::nullopt});
+  job->lease.emplace(std::move(lease));
+  res.set_header("Cache-Control", "no-cache");
+  // Runs on this connection's thread after the handler returns.
+  res.set_chunked_content_provider("text/event-stream", [this, job](size_t, httplib::DataSink& sink) {
+    const ResponseMeta& m = job->meta;
+    // A failed write means the client went away: stop generating at once.
+    auto send = [&sink](const std::string& payload) {
+      const std::string event = "data: " + payload + "\n\n";
+      return sink.is_writable() && sink.write(event.data(), event.size());
+    };
+    if (m.kind == ApiKind::chat && !send(dump_json(role_chunk(m)))) {
+      job->lease.reset();
+      return false;
+    }
+    Completion c;
+    try {
+      c = run_completion(job->lease->engine(), tok_, job->turn, job->stop,
+                         [&](const std::string& text) { return send(dump_json(text_chunk(m, text))); });
+    } catch (const std::exception& e) {
+      job->lease.reset();
+      send(dump_json(ApiError(500, std::string("generation failed: ") + e.what(), "server_error").to_json()));
+      return false;
+    }
+    job->lease.reset();
+    metrics_.record_turn(c.turn, c.client_gone);
+    if (c.client_gone) return false;  // nothing more can be delivered; httplib drops the connection
+    if (!send(dump_json(finish_chunk(m, c)))) return false;
+    if (m.include_usage && !send(dump_json(usage_chunk(m, c)))) return false;
+    if (!send("[DONE]")) return false;
+    sink.done();
+    return true;
+  });
+}
+
+}  // namespace ws::server

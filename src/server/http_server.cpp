@@ -1,0 +1,130 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <stdexcept>
+
+#include "server/api_error.h"
+
+namespace ws::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Routes we count by name; everything else is "other" so a scanner cannot blow up the
+// label set of /metrics.
+std::string endpoint_label(const std::string& path) {
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+    if (path == known) return known;
+  return "other";
+}
+
+// Compares without an early exit so the time taken does not reveal how much of a guessed key matched.
+bool same_secret(const std::string& given, const std::string& key) {
+  if (given.size() != key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+Server::Server(ServerConfig config, const Tokenizer& tok, PrefixCache& cache, SlotPool& slots,
+               const ChatFormatter& chat)
+    : cfg_(std::move(config)), tok_(tok), cache_(cache), slots_(slots), chat_(chat),
+      http_(std::make_unique<httplib::Server>()) {
+  const size_t threads = size_t(std::max(4, cfg_.http_threads));
+  // Waiting for a slot happens on an HTTP thread, so the pool must hold every running
+  // and queued request plus room for /health and /metrics and for 503 answers.
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(size_t(64) << 20);
+  http_->set_read_timeout(30);
+  http_->set_write_timeout(30);
+  install_routes();
+}
+
+Server::~Server() = default;
+
+void Server::send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(dump_json(e.to_json()), "application/json");
+}
+
+bool Server::authorized(const httplib::Request& req) const {
+  if (cfg_.api_key.empty() || req.path == "/health") return true;
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  return auth.starts_with(prefix) && same_secret(auth.substr(prefix.size()), cfg_.api_key);
+}
+
+void Server::install_routes() {
+  using httplib::Request;
+  using httplib::Response;
+  // Every handler's errors become OpenAI error objects; nothing escapes to httplib.
+  auto guard = [this](void (Server::*fn)(const Request&, Response&)) {
+    return [this, fn](const Request& req, Response& res) {
+      try {
+        (this->*fn)(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const std::exception& e) {
+        send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+      }
+    };
+  };
+  http_->set_pre_routing_handler([this](const Request& req, Response& res) {
+    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, ApiError(401, "invalid or missing API key: send 'Authorization: Bearer <key>'",
+                             "invalid_request_error", "", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->Get("/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
+  http_->Get("/v1/models", guard(&Server::handle_models));
+  http_->Get("/metrics", guard(&Server::handle_metrics));
+  http_->Post("/v1/chat/completions", guard(&Server::handle_chat));
+  http_->Post("/v1/completions", guard(&Server::handle_text));
+  http_->set_error_handler([](const Request& req, Response& res) {
+    if (!res.body.empty()) return;  // a handler already wrote an error object
+    const std::string what = res.status == 404 ? "no route " + req.method + " " + req.path : "request failed";
+    send_error(res, ApiError(res.status, what, "invalid_request_error", "", res.status == 404 ? "not_found" : ""));
+  });
+  http_->set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "internal error: " + what, "server_error"));
+  });
+  http_->set_logger([this](const Request& req, const Response& res) {
+    metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+}
+
+void Server::handle_models(const httplib::Request&, httplib::Response& res) {
+  const json model = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "warmstart"}};
+  res.set_content(dump_json({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+}
+
+void Server::handle_metrics(const httplib::Request&, httplib::Response& res) {
+  MetricsSnapshot now;
+  now.cache = cache_.stats();
+  now.slots_total = slots_.size();
+  now.slots_busy = slots_.busy();
+  now.queue_waiting = slots_.waiting();
+  res.set_content(metrics_.render(now), "text/plain; version=0.0.4");
+}
+
+int Server::bind() {
+  const int port = cfg_.port == 0 ? http_->bind_to_any_port(cfg_.host) : (http_->bind_to_port(cfg_.host, cfg_.port) ? cfg_.port : -1);
+  if (port <= 0) throw std::runtime_error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port));
+  return port;
+}
+
+void Server::listen() { http_->listen_after_bind(); }
+
+void Server::stop() { http_->stop(); }
+
+}  // namespace ws::server

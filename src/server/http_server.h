@@ -1,0 +1,67 @@
+// The HTTP front: routes, API-key check, error objects, request accounting. It only
+// translates HTTP into engine turns on leased slots; cache policy lives in src/cache/.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cache/prefix_cache.h"
+#include "server/chat_format.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/slot_pool.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+class Server;
+}  // namespace httplib
+
+namespace ws::server {
+
+class ApiError;
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;          // 0: any free port (the chosen one is returned by bind())
+  std::string api_key;      // empty: no authentication
+  std::string model_name;   // listed by /v1/models, echoed when a request names none
+  int32_t n_ctx = 4096;
+  int http_threads = 32;    // must cover running + queued requests + a few quick ones
+};
+
+class Server {
+ public:
+  Server(ServerConfig config, const Tokenizer& tok, PrefixCache& cache, SlotPool& slots, const ChatFormatter& chat);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int bind();     // binds the listening socket; returns the port; throws on failure
+  void listen();  // serves until stop()
+  void stop();    // safe from any thread
+
+ private:
+  void install_routes();
+  bool authorized(const httplib::Request& req) const;
+  void handle_models(const httplib::Request& req, httplib::Response& res);
+  void handle_metrics(const httplib::Request& req, httplib::Response& res);
+  void handle_chat(const httplib::Request& req, httplib::Response& res);
+  void handle_text(const httplib::Request& req, httplib::Response& res);
+  // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
+  void respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn, const GenerationOptions& gen);
+  void stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta, TurnRequest turn,
+              std::vector<std::string> stop);
+  static void send_error(httplib::Response& res, const ApiError& e);
+
+  ServerConfig cfg_;
+  const Tokenizer& tok_;
+  PrefixCache& cache_;
+  SlotPool& slots_;
+  const ChatFormatter& chat_;
+  Metrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+};
+
+}  // namespace ws::server

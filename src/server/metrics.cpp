@@ -1,0 +1,90 @@
+#include "server/metrics.h"
+
+#include <sstream>
+
+namespace ws::server {
+
+void Metrics::count_request(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::record_turn(const TurnResult& turn, bool client_gone) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++turns_;
+  prompt_tokens_ += uint64_t(turn.prompt_tokens);
+  reused_tokens_ += uint64_t(turn.reused);
+  computed_tokens_ += uint64_t(turn.computed);
+  generated_tokens_ += turn.generated.size();
+  if (client_gone) ++client_disconnects_;
+  const double s = turn.ttft_ms / 1000.0;
+  for (size_t i = 0; i < kTtftBuckets.size(); ++i) {
+    if (s <= kTtftBuckets[i]) {
+      ++ttft_counts_[i];
+      break;
+    }
+  }
+  ++ttft_count_;
+  ttft_sum_s_ += s;
+}
+
+namespace {
+
+void header(std::ostringstream& o, const char* name, const char* type, const char* help) {
+  o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+template <class T>
+void metric(std::ostringstream& o, const char* name, const char* type, const char* help, T value) {
+  header(o, name, type, help);
+  o << name << ' ' << value << '\n';
+}
+
+}  // namespace
+
+std::string Metrics::render(const MetricsSnapshot& now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream o;
+  o.precision(12);  // enough for sums; bucket bounds print as written (0.005, not 0.0050000000000000001)
+  header(o, "warmstart_requests_total", "counter", "HTTP requests by endpoint and status");
+  for (const auto& [key, n] : requests_)
+    o << "warmstart_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << '\n';
+  metric(o, "warmstart_turns_total", "counter", "Generation turns run", turns_);
+  metric(o, "warmstart_prompt_tokens_total", "counter", "Prompt tokens received", prompt_tokens_);
+  metric(o, "warmstart_reused_tokens_total", "counter", "Prompt tokens restored from the prefix cache", reused_tokens_);
+  metric(o, "warmstart_computed_tokens_total", "counter", "Tokens computed (prompt tail and generated)",
+         computed_tokens_);
+  metric(o, "warmstart_generated_tokens_total", "counter", "Tokens generated", generated_tokens_);
+  metric(o, "warmstart_client_disconnects_total", "counter", "Turns stopped because the client went away",
+         client_disconnects_);
+  header(o, "warmstart_ttft_seconds", "histogram", "Time to first token (prompt lookup, restore, ingest, first sample)");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kTtftBuckets.size(); ++i) {
+    cumulative += ttft_counts_[i];
+    o << "warmstart_ttft_seconds_bucket{le=\"" << kTtftBuckets[i] << "\"} " << cumulative << '\n';
+  }
+  o << "warmstart_ttft_seconds_bucket{le=\"+Inf\"} " << ttft_count_ << '\n';
+  o << "warmstart_ttft_seconds_sum " << ttft_sum_s_ << '\n';
+  o << "warmstart_ttft_seconds_count " << ttft_count_ << '\n';
+
+  const CacheStats& c = now.cache;
+  metric(o, "warmstart_cache_bytes", "gauge", "Bytes held by prefix-cache checkpoints", c.bytes_in_use);
+  metric(o, "warmstart_cache_budget_bytes", "gauge", "Prefix-cache budget (--cache-budget-mb)", c.budget_bytes);
+  metric(o, "warmstart_cache_checkpoints", "gauge", "Checkpoints held", c.n_checkpoints);
+  metric(o, "warmstart_cache_lookups_total", "counter", "Prefix-cache lookups", c.lookups);
+  metric(o, "warmstart_cache_hits_total", "counter", "Prefix-cache lookups that reused a checkpoint", c.hits);
+  metric(o, "warmstart_cache_misses_total", "counter", "Prefix-cache lookups that reused nothing", c.misses);
+  metric(o, "warmstart_cache_evictions_total", "counter", "Checkpoints evicted to stay within the budget",
+         c.evictions);
+  metric(o, "warmstart_cache_checkpoints_stored_total", "counter", "Checkpoints stored", c.checkpoints_stored);
+  metric(o, "warmstart_cache_corrupt_rejected_total", "counter", "Checkpoints rejected on restore",
+         c.corrupt_rejected);
+  metric(o, "warmstart_cache_restore_seconds_total", "counter", "Time spent restoring checkpoints",
+         c.restore_ms_total / 1000.0);
+  metric(o, "warmstart_slots", "gauge", "Slots (--parallel)", now.slots_total);
+  metric(o, "warmstart_slots_busy", "gauge", "Slots running a turn", now.slots_busy);
+  metric(o, "warmstart_queue_waiting", "gauge", "Requests waiting for a slot", now.queue_waiting);
+  return o.str();
+}
+
+}  // namespace ws::server

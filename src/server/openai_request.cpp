@@ -1,0 +1,190 @@
+#include "server/openai_request.h"
+
+#include <random>
+
+#include "server/api_error.h"
+
+namespace ws::server {
+namespace {
+
+using json = Json;
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+ApiError wrong_type(const std::string& field, const char* expected, const json& got) {
+  return bad_request("'" + field + "' must be " + expected + ", got " + type_name(got), field, "invalid_type");
+}
+
+// The field's value if present and not null; nullptr when absent (null means absent, as in OpenAI's API).
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double get_number(const json& body, const char* name, double def, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number()) throw wrong_type(name, "a number", *v);
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi))
+    throw bad_request("'" + std::string(name) + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
+                          ", got " + v->dump(),
+                      name, "invalid_value");
+  return d;
+}
+
+int64_t get_int(const json& body, const char* name, int64_t def, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number_integer()) throw wrong_type(name, "an integer", *v);
+  const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  if (i < lo || i > hi)
+    throw bad_request("'" + std::string(name) + "' must be between " + std::to_string(lo) + " and " +
+                          std::to_string(hi) + ", got " + v->dump(),
+                      name, "invalid_value");
+  return i;
+}
+
+bool get_bool(const json& body, const char* name, bool def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_boolean()) throw wrong_type(name, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::vector<std::string> get_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > 16) throw bad_request("'stop' holds at most 16 sequences", "stop", "invalid_value");
+    for (const auto& s : *v) {
+      if (!s.is_string()) throw wrong_type("stop", "a string or an array of strings", s);
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    throw wrong_type("stop", "a string or an array of strings", *v);
+  }
+  std::erase_if(out, [](const std::string& s) { return s.empty(); });  // an empty stop would match at once
+  return out;
+}
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+GenerationOptions parse_generation(const json& body, const char* max_tokens_field) {
+  GenerationOptions g;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) throw wrong_type("model", "a string", *m);
+    g.model = m->get<std::string>();
+  }
+  if (get_int(body, "n", 1, 1, INT32_MAX) != 1)
+    throw bad_request("only n=1 is supported", "n", "invalid_value");
+  g.max_tokens = int32_t(get_int(body, "max_tokens", -1, 1, INT32_MAX));
+  if (max_tokens_field) g.max_tokens = int32_t(get_int(body, max_tokens_field, g.max_tokens, 1, INT32_MAX));
+  SamplingParams& s = g.sampling;
+  s.temperature = float(get_number(body, "temperature", s.temperature, 0, 2));
+  s.top_p = float(get_number(body, "top_p", s.top_p, 0, 1));
+  if (s.top_p <= 0) throw bad_request("'top_p' must be greater than 0", "top_p", "invalid_value");
+  // llama.cpp's server extensions, accepted for clients written against it.
+  s.top_k = int32_t(get_int(body, "top_k", s.top_k, 0, INT32_MAX));
+  s.min_p = float(get_number(body, "min_p", s.min_p, 0, 1));
+  s.repeat_penalty = float(get_number(body, "repeat_penalty", s.repeat_penalty, 0, 10));
+  if (field(body, "seed")) {
+    s.seed = uint64_t(get_int(body, "seed", 0, INT64_MIN, INT64_MAX));
+  } else {
+    s.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
+  g.stop = get_stop(body);
+  g.stream = get_bool(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
+    g.include_usage = get_bool(*so, "include_usage", false);
+  }
+  return g;
+}
+
+// Content parts [{type: "text", text}] become one string: chat templates expect strings.
+json flatten_content(const json& content, const std::string& where) {
+  if (content.is_null() || content.is_string()) return content;
+  if (!content.is_array()) throw wrong_type(where, "a string or an array of content parts", content);
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      throw bad_request("'" + where + "': only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                        where, "invalid_value");
+    if (!text.empty()) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+json parse_messages(const json& body) {
+  const json* msgs = field(body, "messages");
+  if (!msgs) throw bad_request("'messages' is required", "messages", "missing_required_parameter");
+  if (!msgs->is_array()) throw wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) throw bad_request("'messages' must not be empty", "messages", "invalid_value");
+  json out = json::array();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw wrong_type(where, "an object", m);
+    if (!m.contains("role") || !m["role"].is_string())
+      throw bad_request("'" + where + ".role' must be a string", where + ".role", "invalid_type");
+    json copy = m;
+    if (m.contains("content")) copy["content"] = flatten_content(m["content"], where + ".content");
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+}  // namespace
+
+json parse_body(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw bad_request(std::string("invalid JSON in the request body: ") + e.what(), "", "invalid_json");
+  }
+  if (!j.is_object()) throw bad_request("the request body must be a JSON object", "", "invalid_json");
+  return j;
+}
+
+ChatRequest parse_chat_request(const json& body) {
+  ChatRequest r;
+  r.messages = parse_messages(body);
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
+    r.tools = *tools;
+  }
+  r.gen = parse_generation(body, "max_completion_tokens");
+  return r;
+}
+
+CompletionRequest parse_completion_request(const json& body) {
+  CompletionRequest r;
+  const json* p = field(body, "prompt");
+  if (!p) throw bad_request("'prompt' is required", "prompt", "missing_required_parameter");
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    r.prompt = (*p)[0].get<std::string>();  // a batch of one prompt
+  } else if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+  } else {
+    throw wrong_type("prompt", "a string (or an array of exactly one string)", *p);
+  }
+  if (r.prompt.empty()) throw bad_request("'prompt' must not be empty", "prompt", "invalid_value");
+  r.gen = parse_generation(body, nullptr);
+  return r;
+}
+
+}  // namespace ws::server

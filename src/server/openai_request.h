@@ -1,0 +1,43 @@
+// OpenAI request bodies -> validated parameters. Every type or range error becomes an
+// ApiError (400) that names the offending field, so clients see what to fix.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/sampling.h"
+
+namespace ws::server {
+
+struct GenerationOptions {
+  int32_t max_tokens = -1;  // -1: until the context is full or the model stops
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop sequences on the generated text
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string model;           // the request's `model`, echoed back (any value is accepted)
+};
+
+// Bodies are kept as ordered_json: templates tojson messages and tools, and clients
+// expect their keys in the order they sent them (as Python's json keeps them).
+using Json = nlohmann::ordered_json;
+
+struct ChatRequest {
+  Json messages;  // validated; array content parts flattened to strings
+  Json tools;     // null when absent
+  GenerationOptions gen;
+};
+
+struct CompletionRequest {
+  std::string prompt;
+  GenerationOptions gen;
+};
+
+// Parses a request body; malformed JSON or a non-object is a 400.
+Json parse_body(const std::string& body);
+
+ChatRequest parse_chat_request(const Json& body);
+CompletionRequest parse_completion_request(const Json& body);
+
+}  // namespace ws::server

@@ -1,0 +1,63 @@
+#include "server/slot_pool.h"
+
+#include "server/api_error.h"
+
+namespace ws::server {
+
+SlotPool::SlotPool(const Model& model, const Tokenizer& tok, PrefixCache* cache, const EngineOptions& options,
+                   int n_slots, int threads_per_slot, int queue_limit)
+    : queue_limit_(queue_limit) {
+  for (int i = 0; i < n_slots; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->id = i;
+    s->threads = std::make_unique<ThreadPool>(threads_per_slot);
+    s->engine = std::make_unique<Engine>(model, tok, cache, options, *s->threads);
+    slots_.push_back(std::move(s));
+  }
+}
+
+SlotPool::Lease::~Lease() {
+  if (slot_) pool_->release(slot_);
+}
+
+SlotPool::Lease SlotPool::acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (n_busy_ == size() && n_waiting_ >= queue_limit_)
+    throw ApiError(503,
+                   "the server is busy: all " + std::to_string(size()) + " slots are in use and " +
+                       std::to_string(n_waiting_) + " requests are waiting (--queue " + std::to_string(queue_limit_) +
+                       "); retry later",
+                   "server_error", "", "server_busy");
+  ++n_waiting_;
+  cv_.wait(lock, [&] { return n_busy_ < size(); });
+  --n_waiting_;
+  for (auto& s : slots_) {
+    if (!s->busy) {
+      s->busy = true;
+      ++n_busy_;
+      return Lease(this, s.get());
+    }
+  }
+  throw std::logic_error("slot accounting is inconsistent");  // unreachable: n_busy_ < size()
+}
+
+void SlotPool::release(Slot* slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slot->busy = false;
+    --n_busy_;
+  }
+  cv_.notify_one();
+}
+
+int SlotPool::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return n_busy_;
+}
+
+int SlotPool::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return n_waiting_;
+}
+
+}  // namespace ws::server

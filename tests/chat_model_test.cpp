@@ -1,0 +1,246 @@
+// The embedded chat model (models/warmstart-chat.gguf, trained by tools/train/build_model.sh):
+// * its tokenizer and logits equal the PyTorch reference stored next to it
+//   (models/warmstart-chat.ref.{json,f32}, written by tools/train/make_reference.py), so
+//   warmstart runs the trained model exactly as it was trained;
+// * recall over held-out generated conversations (tests/data/chat_heldout.jsonl: phrasings
+//   the training data never used) is the same with the prefix cache on and off, the
+//   greedy answers are identical turn by turn, every turn after the first reuses tokens,
+//   and the accuracy stays above a floor measured when the model was trained;
+// * `warmstart chat` with stdin not a terminal prints one reply line per input line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cache/prefix_cache.h"
+#include "chat/prompt.h"
+#include "engine/eval.h"
+#include "engine/prompt.h"
+#include "engine/turn.h"
+#include "gguf/gguf.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace ws;
+
+namespace {
+
+const fs::path kRepo = fs::path(__FILE__).parent_path().parent_path();
+const fs::path kModel = kRepo / "models" / "warmstart-chat.gguf";
+const fs::path kRef = kRepo / "models" / "warmstart-chat.ref";
+const fs::path kHeldout = kRepo / "tests" / "data" / "chat_heldout.jsonl";
+
+// Recall accuracy measured on tests/data/chat_heldout.jsonl when the model was built
+// (tools/train/build_model.sh prints it); the test allows a small margin below it.
+constexpr double kMeasuredRecall = 0.0;  // set from the measurement (see below)
+constexpr double kRecallMargin = 0.05;
+
+struct Loaded {
+  gguf::File file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Loaded load_embedded() {
+  Loaded l{gguf::File::open(kModel.string()), nullptr, nullptr};
+  l.model = load_model(l.file);
+  l.tok = Tokenizer::from_gguf(l.file);
+  return l;
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw std::runtime_error(p.string() + ": cannot open");
+  return json::parse(in);
+}
+
+class ChatModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kModel)) << kModel << " is missing (tools/train/build_model.sh makes it)";
+    m_ = std::make_unique<Loaded>(load_embedded());
+  }
+  std::unique_ptr<Loaded> m_;
+};
+
+TEST_F(ChatModel, IsSmallLfm2WithChatTemplate) {
+  EXPECT_EQ(m_->file.get_string("general.architecture"), "lfm2");
+  EXPECT_LT(fs::file_size(kModel), 20u * 1024 * 1024);
+  const std::string tmpl = m_->file.get_string("tokenizer.chat_template");
+  EXPECT_NE(tmpl.find("<|im_start|>"), std::string::npos);
+  EXPECT_NE(tmpl.find("add_generation_prompt"), std::string::npos);
+  const Token im_end = m_->tok->encode("<|im_end|>", false, true).at(0);
+  EXPECT_TRUE(m_->tok->is_eog(im_end));
+  EXPECT_TRUE(m_->tok->is_control(im_end));
+}
+
+// The model's Jinja template renders exactly the ChatML the model was trained on (what
+// `warmstart chat` and the tests below send it).
+TEST_F(ChatModel, TemplateRendersTrainingChatML) {
+  const auto tmpl = chat::ChatTemplate::parse(m_->file.get_string("tokenizer.chat_template"));
+  const json msgs = json::array({{{"role", "user"}, {"content", "My name is Anna."}},
+                                 {{"role", "assistant"}, {"content", "Nice to meet you, Anna."}},
+                                 {{"role", "user"}, {"content", "What is my name?\nTell me."}}});
+  EXPECT_EQ(chat::render_chat(tmpl, msgs, json{{"add_generation_prompt", true}}).text,
+            render_chatml(msgs, true).text);
+}
+
+TEST_F(ChatModel, TokenizerMatchesTrainingTokenizer) {
+  const json ref = read_json(kRef.string() + ".json");
+  ASSERT_FALSE(ref.at("tokenizer").empty());
+  for (const auto& c : ref.at("tokenizer")) {
+    const std::string text = c.at("text");
+    const auto want = c.at("ids").get<std::vector<Token>>();
+    EXPECT_EQ(m_->tok->encode(text, /*add_special=*/true, /*parse_special=*/true), want) << text;
+    EXPECT_EQ(m_->tok->decode(want, /*special=*/true), text);
+  }
+}
+
+TEST_F(ChatModel, LogitsMatchPyTorch) {
+  const json ref = read_json(kRef.string() + ".json");
+  const size_t n_vocab = ref.at("n_vocab");
+  ASSERT_EQ(size_t(m_->tok->n_vocab()), n_vocab);
+  const fs::path rows_file = kRef.string() + ".f32";
+  std::ifstream in(rows_file, std::ios::binary);
+  ASSERT_TRUE(in) << rows_file;
+  std::vector<float> rows(fs::file_size(rows_file) / sizeof(float));  // little-endian f32, like this CPU
+  in.read(reinterpret_cast<char*>(rows.data()), std::streamsize(rows.size() * sizeof(float)));
+  ThreadPool pool(2);
+  double worst = 0;
+  for (const auto& seq : ref.at("logits")) {
+    const auto ids = seq.at("ids").get<std::vector<Token>>();
+    EXPECT_EQ(m_->tok->encode(seq.at("text").get<std::string>(), true, true), ids);
+    SeqState state = m_->model->make_state(MemoryOptions{});
+    std::vector<float> logits;
+    eval_tokens(*m_->model, state, ids, 512, LogitsMode::all, logits, pool);
+    ASSERT_EQ(logits.size(), ids.size() * n_vocab);
+    size_t row = seq.at("row_offset");
+    for (int pos : seq.at("positions").get<std::vector<int>>()) {
+      const float* want = rows.data() + row++ * n_vocab;
+      const float* got = logits.data() + size_t(pos) * n_vocab;
+      size_t want_arg = 0, got_arg = 0;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        worst = std::max(worst, double(std::fabs(want[v] - got[v])));
+        if (want[v] > want[want_arg]) want_arg = v;
+        if (got[v] > got[got_arg]) got_arg = v;
+      }
+      float runner_up = -INFINITY;  // the argmax is only meaningful when it is not a near-tie
+      for (size_t v = 0; v < n_vocab; ++v)
+        if (v != want_arg) runner_up = std::max(runner_up, want[v]);
+      if (want[want_arg] - runner_up > 1e-2f) {
+        EXPECT_EQ(got_arg, want_arg) << "position " << pos;
+      }
+    }
+  }
+  std::printf("max |logit - torch| = %.3g\n", worst);
+  EXPECT_LT(worst, 2e-3);
+}
+
+// One held-out conversation run turn by turn: user messages from the file, the model's
+// own replies fed back as the assistant messages (as `warmstart chat` does).
+struct ConversationRun {
+  std::vector<std::vector<Token>> replies;
+  std::vector<int32_t> reused;
+  int checks = 0, correct = 0;
+};
+
+ConversationRun run_conversation(const Loaded& m, Engine& engine, const json& conv) {
+  ConversationRun out;
+  json history = json::array();
+  std::map<int, std::string> expect;  // user-message index -> fact the reply must contain
+  for (const auto& c : conv.at("checks")) expect[c.at("turn").get<int>()] = c.at("expect").get<std::string>();
+  const auto& msgs = conv.at("messages");
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (msgs[i].at("role") != "user") continue;
+    history.push_back(msgs[i]);
+    const RenderedText r = render_chatml(history, true);
+    PromptTokens p = tokenize_prompt(*m.tok, r.text, r.message_ends);
+    TurnRequest req;
+    req.prompt = std::move(p.tokens);
+    req.message_ends = std::move(p.message_ends);
+    req.max_tokens = 32;
+    req.sampling.temperature = 0;
+    const TurnResult res = engine.run_turn(req);
+    const std::string reply = m.tok->decode(res.generated);
+    out.replies.push_back(res.generated);
+    out.reused.push_back(res.reused);
+    if (auto it = expect.find(int(i)); it != expect.end()) {
+      ++out.checks;
+      out.correct += reply.find(it->second) != std::string::npos;
+    }
+    history.push_back({{"role", "assistant"}, {"content", reply}});
+  }
+  return out;
+}
+
+TEST_F(ChatModel, RecallIsTheSameWithCacheOnAndOff) {
+  std::ifstream in(kHeldout);
+  ASSERT_TRUE(in) << kHeldout;
+  std::vector<json> convs;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) convs.push_back(json::parse(line));
+  ASSERT_GE(convs.size(), 30u);
+  ThreadPool pool(2);
+  EngineOptions eo;
+  eo.memory.n_ctx = 2048;
+  int checks = 0, correct_on = 0, correct_off = 0;
+  for (size_t k = 0; k < convs.size(); ++k) {
+    PrefixCache on(size_t(256) << 20), off(0);
+    Engine warm(*m_->model, *m_->tok, &on, eo, pool), cold(*m_->model, *m_->tok, &off, eo, pool);
+    const ConversationRun a = run_conversation(*m_, warm, convs[k]);
+    const ConversationRun b = run_conversation(*m_, cold, convs[k]);
+    ASSERT_EQ(a.replies.size(), b.replies.size());
+    for (size_t t = 0; t < a.replies.size(); ++t) {
+      EXPECT_EQ(a.replies[t], b.replies[t]) << "conversation " << k << " turn " << t;
+      EXPECT_EQ(b.reused[t], 0) << "cache off must not reuse";
+      if (t > 0) {
+        EXPECT_GT(a.reused[t], 0) << "conversation " << k << " turn " << t << " reused nothing";
+      }
+    }
+    checks += a.checks;
+    correct_on += a.correct;
+    correct_off += b.correct;
+  }
+  const double acc_on = double(correct_on) / checks, acc_off = double(correct_off) / checks;
+  std::printf("recall on held-out phrasings: %d/%d = %.3f (cache on), %d/%d = %.3f (cache off)\n", correct_on, checks,
+              acc_on, correct_off, checks, acc_off);
+  EXPECT_EQ(correct_on, correct_off);
+  EXPECT_GE(acc_on, kMeasuredRecall - kRecallMargin);
+}
+
+// `warmstart chat` with piped stdin: one reply line per non-empty input line, nothing else on
+// stdout, and the embedded model found without -m.
+TEST_F(ChatModel, ChatCliScriptedOneLinePerMessage) {
+  ASSERT_TRUE(fs::exists(WS_BINARY)) << WS_BINARY;
+  const fs::path input = fs::temp_directory_path() / ("ws_chat_input_" + std::to_string(::getpid()) + ".txt");
+  {
+    std::ofstream f(input);
+    f << "My name is Anna.\n\nWhat is 3 + 4?\n   \nWhat is my name?\n";
+  }
+  const std::string cmd = std::string("\"") + WS_BINARY + "\" chat -t 2 < \"" + input.string() + "\" 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int rc = pclose(p);
+  fs::remove(input);
+  EXPECT_EQ(rc, 0) << out;
+  std::vector<std::string> lines;
+  for (size_t s = 0, e; s < out.size(); s = e + 1) {
+    e = out.find('\n', s);
+    ASSERT_NE(e, std::string::npos) << "the output must end with a newline: " << out;
+    lines.push_back(out.substr(s, e - s));
+  }
+  ASSERT_EQ(lines.size(), 3u) << out;
+  for (const auto& l : lines) EXPECT_FALSE(l.empty());
+  EXPECT_NE(lines[1].find('7'), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("Anna"), std::string::npos) << lines[2];
+}
+
+}  // namespace

@@ -1,0 +1,108 @@
+// warmstart serve through the official OpenAI Node client: streaming and non-streaming
+// chat, usage with cached tokens across turns, and errors surfacing as the client's typed
+// exceptions. Starts its own server (WS_BINARY, WS_MODEL) unless WS_SERVER_URL is given
+// (then WS_API_KEY is the key that server expects, if any).
+import { spawn } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const API_KEY = process.env.WS_SERVER_URL ? (process.env.WS_API_KEY ?? 'none') : 'e2e-key';
+let baseURL = process.env.WS_SERVER_URL;
+let server;
+
+// Starts `warmstart serve --port 0` and resolves with the URL it prints.
+function startServer() {
+  const { WS_BINARY, WS_MODEL } = process.env;
+  if (!WS_BINARY || !WS_MODEL) throw new Error('set WS_BINARY and WS_MODEL (or WS_SERVER_URL)');
+  server = spawn(WS_BINARY, ['serve', '-m', WS_MODEL, '--port', '0', '-t', '2', '--api-key', API_KEY,
+    '--cache-budget-mb', '64'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let log = '';
+    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 60_000);
+    server.stderr.on('data', (d) => {
+      log += d;
+      const m = log.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    server.on('exit', (code) => reject(new Error(`server exited (${code}):\n${log}`)));
+  });
+}
+
+before(async () => {
+  if (!baseURL) baseURL = await startServer();
+});
+after(() => server?.kill('SIGTERM'));
+
+const client = () => new OpenAI({ apiKey: API_KEY, baseURL: baseURL + '/v1', maxRetries: 0 });
+const question = (text) => [
+  { role: 'system', content: 'You are a brief assistant.' },
+  { role: 'user', content: text },
+];
+
+test('non-streaming chat completion', async () => {
+  const r = await client().chat.completions.create({
+    model: 'whatever-the-client-says', messages: question('Hello!'), max_tokens: 8, temperature: 0,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+});
+
+test('streaming chat completion matches the non-streaming answer', async () => {
+  const body = { model: 'm', messages: question('Tell me a story.'), max_tokens: 10, temperature: 0 };
+  const whole = await client().chat.completions.create(body);
+  const stream = await client().chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let finish = null;
+  let usage = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.ok(chunks >= 3);
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+});
+
+test('later turns of a conversation report cached tokens', async () => {
+  const messages = question('First question.');
+  for (let turn = 1; turn <= 3; turn++) {
+    const r = await client().chat.completions.create({ model: 'm', messages, max_tokens: 6, temperature: 0 });
+    if (turn > 1) assert.ok(r.usage.prompt_tokens_details.cached_tokens > 0, `turn ${turn}`);
+    messages.push({ role: 'assistant', content: r.choices[0].message.content });
+    messages.push({ role: 'user', content: `Follow-up number ${turn}.` });
+  }
+});
+
+test('invalid requests raise BadRequestError with the field named', async () => {
+  await assert.rejects(
+    client().chat.completions.create({ model: 'm', messages: question('x'), n: 2 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
+  await assert.rejects(
+    client().chat.completions.create({ model: 'm', messages: question('x'), temperature: 'hot' }),
+    (e) => e instanceof OpenAI.BadRequestError && /temperature/.test(e.message));
+});
+
+test('a wrong API key raises AuthenticationError', { skip: !!process.env.WS_SERVER_URL && !process.env.WS_API_KEY },
+  async () => {
+    const bad = new OpenAI({ apiKey: 'wrong', baseURL: baseURL + '/v1', maxRetries: 0 });
+    await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+    const models = await client().models.list();
+    assert.equal(models.data.length, 1);
+  });

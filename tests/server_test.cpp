@@ -1,0 +1,535 @@
+// `warmstart serve` end to end: the real binary on a free loopback port, driven with curl
+// (and a raw socket where a client must vanish mid-stream) on a hybrid fixture model.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "gguf/gguf.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+extern char** environ;
+
+namespace {
+
+const fs::path kShared = WS_SHARED_DIR;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The smallest fixture of a hybrid architecture (short-conv + attention), found by the
+// general.architecture the files declare.
+fs::path hybrid_model() {
+  fs::path best;
+  uintmax_t best_size = UINTMAX_MAX;
+  for (const auto& e : fs::directory_iterator(kShared / "fixtures" / "models")) {
+    if (e.path().extension() != ".gguf") continue;
+    const auto f = ws::gguf::File::open(e.path().string());
+    if (f.get_string("general.architecture") != "lfm2" || f.get_string("tokenizer.chat_template").empty()) continue;
+    if (e.file_size() < best_size) best = e.path(), best_size = e.file_size();
+  }
+  return best;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  json j() const { return json::parse(body, nullptr, false); }
+};
+
+// One `warmstart serve` child process; SIGTERM (then SIGKILL) on destruction.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::vector<std::string>& extra) {
+    static std::atomic<int> counter{0};
+    log_ = fs::temp_directory_path() / ("ws-serve-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".log");
+    std::vector<std::string> args = {WS_BINARY, "serve", "-m", hybrid_model().string(), "--port", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 600 && pid_ > 0 && port_ == 0; ++i) {
+      std::smatch m;
+      const std::string log = slurp(log_);
+      if (std::regex_search(log, m, listening)) port_ = std::stoi(m[1]);
+      else std::this_thread::sleep_for(100ms);
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(50ms);
+      if (waitpid(pid_, &status, WNOHANG) == 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+      }
+    }
+    fs::remove(log_);
+  }
+  int port() const { return port_; }
+  std::string log() const { return slurp(log_); }
+  // Peak resident set of the server (kB), from /proc.
+  long peak_rss_kb() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  fs::path log_;
+};
+
+// curl with the body in a file (no shell quoting of JSON); returns status and body.
+HttpResult curl(int port, const std::string& path, const std::string& body = "", const std::string& extra = "") {
+  static std::atomic<int> counter{0};
+  const std::string stem = (fs::temp_directory_path() / ("ws-curl-" + std::to_string(getpid()) + "-" +
+                                                         std::to_string(counter++))).string();
+  std::string cmd = "curl -s -S -N --max-time 120 -o " + stem + ".out -w '%{http_code}' " + extra + " ";
+  if (!body.empty()) {
+    std::ofstream(stem + ".in", std::ios::binary) << body;
+    cmd += "-H 'Content-Type: application/json' --data-binary @" + stem + ".in ";
+  }
+  cmd += "http://127.0.0.1:" + std::to_string(port) + path;
+  HttpResult r;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[16] = {};
+    if (fgets(buf, sizeof buf, p)) r.status = std::atoi(buf);
+    pclose(p);
+  }
+  r.body = slurp(stem + ".out");
+  fs::remove(stem + ".in");
+  fs::remove(stem + ".out");
+  return r;
+}
+
+json chat_body(const json& messages, int max_tokens, bool stream = false) {
+  json b = {{"model", "anything"}, {"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  if (stream) b["stream"] = true, b["stream_options"] = {{"include_usage", true}};
+  return b;
+}
+
+// The JSON events of an SSE body; `done` tells whether it ended with `data: [DONE]`.
+std::vector<json> sse_events(const std::string& body, bool* done) {
+  std::vector<json> out;
+  std::istringstream in(body);
+  std::string line;
+  *done = false;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    EXPECT_EQ(line.rfind("data: ", 0), 0u) << line;
+    EXPECT_FALSE(*done) << "event after [DONE]";
+    if (line == "data: [DONE]") *done = true;
+    else out.push_back(json::parse(line.substr(6)));
+  }
+  return out;
+}
+
+double metric(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return -1;
+}
+
+// A raw client that sends a streaming request and reads `events` SSE events, then is
+// closed by the caller (the way a browser tab or a killed client vanishes).
+class RawStream {
+ public:
+  RawStream(int port, const json& body, int events) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    const std::string b = body.dump();
+    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+    send(fd_, req.data(), req.size(), MSG_NOSIGNAL);
+    char buf[4096];
+    size_t seen = 0;
+    while (seen < size_t(events)) {
+      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      received_.append(buf, size_t(n));
+      seen = 0;
+      for (size_t p = received_.find("data: "); p != std::string::npos; p = received_.find("data: ", p + 1)) ++seen;
+    }
+  }
+  ~RawStream() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  const std::string& received() const { return received_; }
+
+ private:
+  int fd_ = -1;
+  std::string received_;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess({"--parallel", "2", "-t", "2", "-c", "4096", "--cache-budget-mb", "64"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << server_->log(); }
+  static int port() { return server_->port(); }
+  static ServerProcess* server_;
+};
+ServerProcess* ServerTest::server_ = nullptr;
+
+TEST_F(ServerTest, HealthAndModels) {
+  const HttpResult h = curl(port(), "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.j(), json({{"status", "ok"}}));
+  const HttpResult m = curl(port(), "/v1/models");
+  ASSERT_EQ(m.status, 200) << m.body;
+  EXPECT_EQ(m.j()["object"], "list");
+  ASSERT_EQ(m.j()["data"].size(), 1u);
+  EXPECT_EQ(m.j()["data"][0]["id"], hybrid_model().filename().string());
+}
+
+TEST_F(ServerTest, NonStreamingAndStreamingChatAgree) {
+  const json msgs = {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Say hi."}}};
+  const HttpResult r = curl(port(), "/v1/chat/completions", chat_body(msgs, 12).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.j();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(j["model"], "anything");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  const std::string text = j["choices"][0]["message"]["content"];
+  const json usage = j["usage"];
+  EXPECT_GT(usage["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(usage["total_tokens"], usage["prompt_tokens"].get<int>() + usage["completion_tokens"].get<int>());
+  EXPECT_TRUE(usage["prompt_tokens_details"].contains("cached_tokens"));
+  for (const char* k : {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n"})
+    EXPECT_TRUE(j["timings"].contains(k)) << k;
+
+  const HttpResult s = curl(port(), "/v1/chat/completions", chat_body(msgs, 12, true).dump());
+  ASSERT_EQ(s.status, 200) << s.body;
+  bool done = false;
+  const auto ev = sse_events(s.body, &done);
+  EXPECT_TRUE(done) << "no data: [DONE]";
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["choices"][0]["delta"], json({{"role", "assistant"}, {"content", ""}}));
+  std::string streamed;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(ev[i]["object"], "chat.completion.chunk");
+    EXPECT_EQ(ev[i]["id"], ev[0]["id"]);
+    EXPECT_TRUE(ev[i].contains("created") && ev[i].contains("model"));
+    if (i + 2 < ev.size()) {
+      EXPECT_TRUE(ev[i]["choices"][0]["finish_reason"].is_null());
+      if (i > 0) streamed += ev[i]["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  const json& fin = ev[ev.size() - 2];
+  EXPECT_EQ(fin["choices"][0]["finish_reason"], j["choices"][0]["finish_reason"]);
+  EXPECT_EQ(fin["choices"][0]["delta"], json::object());
+  const json& last = ev.back();
+  EXPECT_EQ(last["choices"], json::array());
+  EXPECT_EQ(last["usage"]["completion_tokens"], usage["completion_tokens"]);
+  EXPECT_EQ(streamed, text) << "greedy streaming and non-streaming answers differ";
+}
+
+TEST_F(ServerTest, FiveTurnConversationReusesTheCache) {
+  json msgs = {{{"role", "system"}, {"content", "You are a helpful assistant who answers briefly."}}};
+  for (int turn = 1; turn <= 5; ++turn) {
+    msgs.push_back({{"role", "user"}, {"content", "Question number " + std::to_string(turn) + ": tell me more."}});
+    const HttpResult r = curl(port(), "/v1/chat/completions", chat_body(msgs, 8).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = r.j();
+    const int cached = j["usage"]["prompt_tokens_details"]["cached_tokens"];
+    const int prompt = j["usage"]["prompt_tokens"];
+    EXPECT_EQ(j["timings"]["cache_n"], cached);
+    EXPECT_EQ(j["timings"]["prompt_n"], prompt - cached);
+    if (turn > 1) {
+      EXPECT_GT(cached, 0) << "turn " << turn;
+    }
+    msgs.push_back({{"role", "assistant"}, {"content", j["choices"][0]["message"]["content"]}});
+  }
+}
+
+TEST_F(ServerTest, StopSequenceSplitAcrossTokensIsNeverEmitted) {
+  const json msgs = {{{"role", "user"}, {"content", "Count for me, please."}}};
+  bool done = false;
+  const auto ev = sse_events(curl(port(), "/v1/chat/completions", chat_body(msgs, 24, true).dump()).body, &done);
+  std::vector<std::string> pieces;
+  for (size_t i = 1; i + 2 < ev.size(); ++i) pieces.push_back(ev[i]["choices"][0]["delta"]["content"]);
+  // A stop string made of the last byte of one delta and the first of the next one.
+  size_t k = 1;
+  while (k + 1 < pieces.size() && (pieces[k].empty() || pieces[k + 1].empty() || uint8_t(pieces[k].back()) >= 0x80 ||
+                                   uint8_t(pieces[k + 1][0]) >= 0x80))
+    ++k;
+  ASSERT_LT(k + 1, pieces.size()) << "the reply has no two ASCII-bounded deltas to build a stop string from";
+  std::string full;
+  for (const auto& p : pieces) full += p;
+  const std::string stop = std::string(1, pieces[k].back()) + pieces[k + 1][0];
+  const std::string expected = full.substr(0, full.find(stop));
+  json body = chat_body(msgs, 24);
+  body["stop"] = json::array({"never-appears", stop});
+  const HttpResult r = curl(port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j()["choices"][0]["message"]["content"], expected);
+  EXPECT_EQ(r.j()["choices"][0]["finish_reason"], "stop");
+  body["stream"] = true;
+  std::string streamed;
+  for (const auto& e : sse_events(curl(port(), "/v1/chat/completions", body.dump()).body, &done))
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      streamed += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(streamed, expected);
+}
+
+TEST_F(ServerTest, TextCompletions) {
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}};
+  const HttpResult r = curl(port(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j()["object"], "text_completion");
+  EXPECT_TRUE(r.j()["choices"][0]["text"].is_string());
+  EXPECT_EQ(r.j()["usage"]["completion_tokens"].get<int>() <= 6, true);
+}
+
+TEST_F(ServerTest, ErrorsUseOpenAiErrorObjects) {
+  auto expect_error = [&](const std::string& body, int status, const std::string& param) {
+    const HttpResult r = curl(port(), "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, status) << body << " -> " << r.body;
+    const json j = r.j();
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << k;
+    if (!param.empty()) {
+      EXPECT_EQ(j["error"]["param"], param) << r.body;
+    }
+  };
+  const json ok = chat_body({{{"role", "user"}, {"content", "hi"}}}, 4);
+  expect_error("{\"messages\": [", 400, "");
+  expect_error("[1, 2]", 400, "");
+  expect_error(R"({"messages": "hi"})", 400, "messages");
+  json b = ok;
+  b["temperature"] = "hot";
+  expect_error(b.dump(), 400, "temperature");
+  b = ok, b["max_tokens"] = 2.5;
+  expect_error(b.dump(), 400, "max_tokens");
+  b = ok, b["stream"] = "yes";
+  expect_error(b.dump(), 400, "stream");
+  b = ok, b["stop"] = 7;
+  expect_error(b.dump(), 400, "stop");
+  b = ok, b["n"] = 2;
+  expect_error(b.dump(), 400, "n");
+  const HttpResult nf = curl(port(), "/v1/nothing");
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_TRUE(nf.j().contains("error"));
+}
+
+TEST_F(ServerTest, MetricsExposeRequestsTokensCacheAndTtft) {
+  curl(port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "metrics"}}}, 4).dump());
+  const HttpResult m = curl(port(), "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("warmstart_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"}"),
+            std::string::npos);
+  for (const char* name : {"warmstart_prompt_tokens_total", "warmstart_computed_tokens_total",
+                           "warmstart_reused_tokens_total", "warmstart_cache_bytes", "warmstart_cache_evictions_total",
+                           "warmstart_ttft_seconds_count", "warmstart_slots_busy"})
+    EXPECT_GE(metric(m.body, name), 0) << name << " missing";
+  EXPECT_GT(metric(m.body, "warmstart_prompt_tokens_total"), 0);
+  EXPECT_GT(metric(m.body, "warmstart_cache_bytes"), 0);
+  EXPECT_NE(m.body.find("warmstart_ttft_seconds_bucket{le=\"+Inf\"}"), std::string::npos);
+}
+
+TEST_F(ServerTest, ClientDisconnectMidStreamFreesTheSlot) {
+  const std::string before = curl(port(), "/metrics").body;
+  const int max_tokens = 3500;
+  {
+    RawStream client(port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, max_tokens, true),
+                     4);
+    ASSERT_EQ(client.received().find("[DONE]"), std::string::npos) << "the reply ended before the disconnect";
+    ASSERT_NE(client.received().find("chat.completion.chunk"), std::string::npos) << client.received();
+  }  // the client vanishes here
+  std::string after;
+  for (int i = 0; i < 100; ++i) {
+    after = curl(port(), "/metrics").body;
+    if (metric(after, "warmstart_slots_busy") == 0 && metric(after, "warmstart_client_disconnects_total") > 0) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(metric(after, "warmstart_slots_busy"), 0);
+  EXPECT_EQ(metric(after, "warmstart_client_disconnects_total"), metric(before, "warmstart_client_disconnects_total") + 1);
+  EXPECT_LT(metric(after, "warmstart_generated_tokens_total") - metric(before, "warmstart_generated_tokens_total"),
+            max_tokens)
+      << "generation ran to the end although the client was gone";
+  EXPECT_EQ(curl(port(), "/health").status, 200);
+  EXPECT_EQ(curl(port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "still there?"}}}, 4).dump()).status,
+            200);
+}
+
+TEST(ServerLimits, PromptLongerThanTheContextIs400WithTheCounts) {
+  ServerProcess srv({"-c", "64", "-t", "1"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  std::string long_text;
+  for (int i = 0; i < 100; ++i) long_text += "word ";
+  const HttpResult r = curl(srv.port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", long_text}}}, 4).dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  const json e = r.j()["error"];
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_NE(e["message"].get<std::string>().find("64 tokens"), std::string::npos) << e;
+  EXPECT_EQ(curl(srv.port(), "/v1/completions", json({{"prompt", long_text}}).dump()).status, 400);
+}
+
+TEST(ServerLimits, ApiKeyIsRequiredWhenSet) {
+  ServerProcess srv({"--api-key", "s3cret", "-t", "1"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  const std::string body = chat_body({{{"role", "user"}, {"content", "hi"}}}, 2).dump();
+  const HttpResult none = curl(srv.port(), "/v1/chat/completions", body);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.j()["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(curl(srv.port(), "/v1/chat/completions", body, "-H 'Authorization: Bearer wrong'").status, 401);
+  EXPECT_EQ(curl(srv.port(), "/v1/models", "", "-H 'Authorization: Bearer s3cret1'").status, 401);
+  EXPECT_EQ(curl(srv.port(), "/v1/chat/completions", body, "-H 'Authorization: Bearer s3cret'").status, 200);
+  EXPECT_EQ(curl(srv.port(), "/health").status, 200);
+}
+
+TEST(ServerLimits, BusyBeyondTheQueueIs503) {
+  ServerProcess srv({"--parallel", "1", "--queue", "0", "-t", "1"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  RawStream holder(srv.port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, 3500, true), 2);
+  ASSERT_EQ(holder.received().find("[DONE]"), std::string::npos);
+  const HttpResult r = curl(srv.port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "hi"}}}, 2).dump());
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.j()["error"]["code"], "server_busy");
+  holder.close();
+  HttpResult again;
+  for (int i = 0; i < 100 && again.status != 200; ++i) {
+    again = curl(srv.port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "hi"}}}, 2).dump());
+    if (again.status != 200) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(again.status, 200) << "the slot was not freed after the client left";
+}
+
+TEST(ServerLimits, ChatTemplateFileAndTemplateErrors) {
+  const fs::path dir = fs::temp_directory_path() / ("ws-tmpl-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  // Only the contents, no role markers: a prompt much shorter than the model's ChatML one.
+  std::ofstream(dir / "plain.jinja") << "{% if messages[0].role == 'system' %}{{ raise_exception('no system "
+                                        "messages, please') }}{% endif %}{% for m in messages %}{{ m.content }}"
+                                        "{{ m.missing.attribute }}{% endfor %}";
+  std::ofstream(dir / "broken.jinja") << "{% for m in messages %}{{ m.content }";
+  {
+    ServerProcess srv({"--chat-template", (dir / "plain.jinja").string(), "-t", "1"});
+    ASSERT_GT(srv.port(), 0) << srv.log();
+    const HttpResult raised = curl(srv.port(), "/v1/chat/completions",
+                                   chat_body({{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "u"}}}, 2).dump());
+    EXPECT_EQ(raised.status, 400) << raised.body;
+    EXPECT_NE(raised.j()["error"]["message"].get<std::string>().find("no system messages, please"), std::string::npos);
+    // The template dereferences an attribute of undefined: a runtime error, reported, not a crash.
+    const HttpResult failed = curl(srv.port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "u"}}}, 2).dump());
+    EXPECT_TRUE(failed.status == 400 || failed.status == 500) << failed.body;
+    EXPECT_TRUE(failed.j().contains("error")) << failed.body;
+    EXPECT_EQ(curl(srv.port(), "/health").status, 200);
+  }
+  // A template that does not parse: the server refuses to start, naming the problem.
+  const std::string cmd = std::string(WS_BINARY) + " serve -m " + hybrid_model().string() + " --port 0 --chat-template " +
+                          (dir / "broken.jinja").string() + " > " + (dir / "err.txt").string() + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(slurp(dir / "err.txt").find("error"), std::string::npos) << slurp(dir / "err.txt");
+  fs::remove_all(dir);
+}
+
+// A conversation of `turns` greedy turns; returns the replies.
+std::vector<std::string> converse(int port, int conv, int turns, std::vector<int>* cached = nullptr) {
+  json msgs = {{{"role", "system"}, {"content", "You are a concise assistant. Answer every question in one line."}}};
+  std::vector<std::string> replies;
+  for (int t = 1; t <= turns; ++t) {
+    msgs.push_back({{"role", "user"}, {"content", "Conversation " + std::to_string(conv) + ", question " +
+                                                      std::to_string(t) + ": what comes next?"}});
+    const HttpResult r = curl(port, "/v1/chat/completions", chat_body(msgs, 12).dump());
+    if (r.status != 200) {
+      ADD_FAILURE() << "conversation " << conv << " turn " << t << ": " << r.status << " " << r.body;
+      return replies;
+    }
+    const json j = r.j();
+    replies.push_back(j["choices"][0]["message"]["content"]);
+    if (cached) cached->push_back(j["usage"]["prompt_tokens_details"]["cached_tokens"]);
+    msgs.push_back({{"role", "assistant"}, {"content", replies.back()}});
+  }
+  return replies;
+}
+
+TEST(ServerConcurrency, ParallelConversationsMatchTheSameConversationsRunAlone) {
+  constexpr int kConvs = 4, kTurns = 6, kBudgetMb = 16;
+  const std::vector<std::string> args = {"--parallel", "4", "-t", "4", "-c", "2048",
+                                         "--cache-budget-mb", std::to_string(kBudgetMb)};
+  std::vector<std::vector<std::string>> alone(kConvs), together(kConvs);
+  {
+    ServerProcess srv(args);
+    ASSERT_GT(srv.port(), 0) << srv.log();
+    for (int c = 0; c < kConvs; ++c) alone[c] = converse(srv.port(), c, kTurns);
+  }
+  ServerProcess srv(args);
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  std::vector<std::vector<int>> cached(kConvs);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kConvs; ++c)
+    clients.emplace_back([&, c] { together[c] = converse(srv.port(), c, kTurns, &cached[c]); });
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < kConvs; ++c) {
+    ASSERT_EQ(together[c].size(), size_t(kTurns));
+    for (int t = 0; t < kTurns; ++t) {
+      EXPECT_EQ(together[c][t], alone[c][t]) << "conversation " << c << " turn " << t + 1;
+      if (t > 0) {
+        EXPECT_GT(cached[c][t], 0) << "conversation " << c << " turn " << t + 1;
+      }
+    }
+  }
+  const std::string metrics = curl(srv.port(), "/metrics").body;
+  EXPECT_LE(metric(metrics, "warmstart_cache_bytes"), kBudgetMb * 1048576.0);
+  // Budget + model + an allowance for the runtime, 4 slots' context state and HTTP threads.
+  const double model_mb = double(fs::file_size(hybrid_model())) / 1048576.0;
+  const double allowance_mb = 64;
+  const double peak_mb = double(srv.peak_rss_kb()) / 1024.0;
+  EXPECT_GT(peak_mb, 0);
+  EXPECT_LT(peak_mb, kBudgetMb + model_mb + allowance_mb)
+      << "peak RSS " << peak_mb << " MiB; budget " << kBudgetMb << ", model " << model_mb;
+  std::printf("[ info ] server peak RSS %.1f MiB (budget %d MiB, model %.1f MiB, cache in use %.2f MiB)\n", peak_mb,
+              kBudgetMb, model_mb, metric(metrics, "warmstart_cache_bytes") / 1048576.0);
+}
+
+}  // namespace
