@@ -1,10 +1,12 @@
 // Matmul throughput per weight type, ISA, thread count and batch size.
 //
-//   kernels_bench [rows cols] [--types q8_0,q4_k,...] [--tokens 1,512] [--threads 1,2]
+//   kernels_bench [rows cols] [--types q8_0,q4_k,...] [--tokens 1,512] [--threads 1,2] [--cpu-time]
 //
 // Prints GFLOP/s (2 flops per multiply-add, activation conversion included) and, for
 // decode-sized batches, the weight bandwidth in GB/s (decode is memory-bound).
 #include <algorithm>
+#include <time.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,19 +27,29 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Seconds per call, measured over at least `min_s` seconds (one warm-up call first).
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Seconds per call, measured over at least `min_s` seconds (one warm-up call first):
+// wall time, and with `cpu` the process CPU time divided by the thread count, which is
+// what a call costs on a busy (shared) machine where wall time mostly measures waiting.
 double time_matmul(const ws::Matrix& w, const float* x, int64_t n, float* y,
-                   ws::ThreadPool& pool, ws::Isa isa, double min_s) {
+                   ws::ThreadPool& pool, ws::Isa isa, double min_s, bool cpu) {
   using clock = std::chrono::steady_clock;
   ws::matmul(w, x, n, y, pool, isa);
   int reps = 0;
   const auto start = clock::now();
+  const double cpu0 = cpu_seconds();
   double elapsed = 0;
   do {
     ws::matmul(w, x, n, y, pool, isa);
     ++reps;
     elapsed = std::chrono::duration<double>(clock::now() - start).count();
   } while (elapsed < min_s);
+  if (cpu) return (cpu_seconds() - cpu0) / pool.size() / reps;
   return elapsed / reps;
 }
 
@@ -49,9 +61,11 @@ int main(int argc, char** argv) {
   std::vector<int64_t> token_counts = {1, 512};
   std::vector<int> thread_counts = {1, 2};
   std::vector<std::string> pos;
+  bool cpu_time = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--types" && i + 1 < argc) types = split(argv[++i]);
+    if (a == "--cpu-time") cpu_time = true;
+    else if (a == "--types" && i + 1 < argc) types = split(argv[++i]);
     else if (a == "--tokens" && i + 1 < argc) {
       token_counts.clear();
       for (const auto& s : split(argv[++i])) token_counts.push_back(std::stoll(s));
@@ -93,7 +107,7 @@ int main(int argc, char** argv) {
       for (int threads : thread_counts) {
         ws::ThreadPool pool(threads);
         for (int64_t n : token_counts) {
-          const double s = time_matmul(w, x.data(), n, y.data(), pool, isa, 0.3);
+          const double s = time_matmul(w, x.data(), n, y.data(), pool, isa, 0.3, cpu_time);
           const double gflops = 2.0 * double(rows) * double(cols) * double(n) / s * 1e-9;
           const double gbs = double(wq.size()) / s * 1e-9;
           std::printf("%-6s %-6s %7d %7lld %10.3f %10.2f %8.2f\n", name.c_str(),

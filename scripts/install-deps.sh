@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages warmstart needs to build and test (skips what is there).
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config libpcre2-dev nlohmann-json3-dev libcli11-dev libgtest-dev
-      clang-14 libfuzzer-14-dev python3-numpy libcpp-httplib-dev curl)
+      clang-14 libfuzzer-14-dev python3-numpy libcpp-httplib-dev curl
+      libpng-dev libjpeg62-turbo-dev)
 # Node 20 + npm for tests/e2e (the official `openai` client). A node that is already
 # installed (e.g. from NodeSource, whose package provides npm itself) is kept.
 command -v node >/dev/null || pkgs+=(nodejs)

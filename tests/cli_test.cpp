@@ -9,8 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "gguf/gguf.h"
-#include "models/model.h"
+#include "model_fixtures.h"
 
 namespace fs = std::filesystem;
 
@@ -46,23 +45,8 @@ struct TempDir {
 // One F32 fixture model per supported architecture, with a probe's tokens.
 std::map<std::string, std::pair<std::string, std::vector<int>>> models_by_arch() {
   std::map<std::string, std::pair<std::string, std::vector<int>>> out;
-  for (const auto& e : fs::directory_iterator(kShared / "fixtures" / "golden")) {
-    if (e.path().extension() != ".json") continue;
-    std::ifstream in(e.path());
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || j.value("format", "") != "llama-golden-v1") continue;
-    const std::string model = (kShared / j.at("model_file").get<std::string>()).string();
-    const auto f = ws::gguf::File::open(model);
-    try {
-      ws::load_model(f);
-    } catch (const ws::gguf::GgufError&) {
-      continue;
-    }
-    const std::string arch = f.get_string("general.architecture");
-    bool f32 = true;
-    for (const auto& t : f.tensors()) f32 = f32 && t.type == ws::DType::f32;
-    if (f32 && !out.count(arch)) out[arch] = {model, j.at("probes").at(1).at("tokens").get<std::vector<int>>()};
-  }
+  for (const auto& g : ws::test::golden_fixtures())
+    if (g.f32 && !out.count(g.arch)) out[g.arch] = {g.model, ws::read_golden(g.golden).at(1).tokens};
   return out;
 }
 

@@ -26,9 +26,8 @@ std::vector<std::string> golden_files() {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(kShared / "fixtures" / "golden")) {
     if (e.path().extension() != ".json") continue;
-    std::ifstream in(e.path());
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.value("format", "") == "llama-golden-v1") out.push_back(e.path().string());
+    const auto h = read_golden_header(e.path().string());
+    if (h.count("format") && h.at("format") == "llama-golden-v1") out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -36,10 +36,9 @@ inline std::vector<GoldenFixture> golden_fixtures() {
   std::vector<GoldenFixture> out;
   for (const auto& e : std::filesystem::directory_iterator(kShared / "fixtures" / "golden")) {
     if (e.path().extension() != ".json") continue;
-    std::ifstream in(e.path());
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || j.value("format", "") != "llama-golden-v1") continue;
-    const std::string model = (kShared / j.at("model_file").get<std::string>()).string();
+    const auto h = read_golden_header(e.path().string());
+    if (h.count("format") == 0 || h.at("format") != "llama-golden-v1") continue;
+    const std::string model = (kShared / h.at("model_file")).string();
     const auto f = gguf::File::open(model);
     bool f32 = true;
     for (const auto& t : f.tensors()) f32 = f32 && t.type == DType::f32;

@@ -15,7 +15,8 @@ struct RenderOptions {
   size_t max_output_bytes = size_t{64} << 20;
   int64_t max_loop_iterations = 2'000'000;  // all loops of one render together
   int max_macro_depth = 100;
-  int max_eval_depth = 1500;                // nested statements + expressions + calls
+  // Nested statements + expressions + calls; the default needs about 1.5 MB of stack.
+  int max_eval_depth = 1000;
 };
 
 }  // namespace ws::chat

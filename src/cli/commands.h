@@ -17,5 +17,6 @@ Command add_quantize(CLI::App& root);
 Command add_replay(CLI::App& root);
 Command add_chat(CLI::App& root);
 Command add_serve(CLI::App& root);
+Command add_bench(CLI::App& root);
 
 }  // namespace ws::cli

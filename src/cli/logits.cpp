@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "engine/eval.h"
 #include "engine/logit_report.h"
+#include "vision/report.h"
 
 namespace ws::cli {
 namespace {
@@ -17,7 +18,37 @@ struct LogitsOptions {
   int threads = default_threads();
   int ctx = 0;  // 0 = just enough for the tokens
   int restore_at = -1;  // evaluate [0, K), snapshot, drop the state, restore, evaluate the rest
+  std::string mmproj, positions;   // vision: projector GGUF, full-logit rows "33,34,97"
+  std::vector<std::string> images; // vision: one per <__media__> marker in --text
 };
+
+// --mmproj: the text's media markers become image chunks; writes llama-golden-vision-v1.
+int run_vision_logits(const LogitsOptions& o) {
+  if (o.text.empty()) throw std::runtime_error("logits --mmproj needs --text with a <__media__> marker per --image");
+  if (!o.special) throw std::runtime_error("logits --mmproj needs --special (image marker tokens are special tokens)");
+  LoadedModel m = load(o.model);
+  const gguf::File mm_file = gguf::File::open(o.mmproj);
+  vision::VisionContext vis(mm_file, 0);
+  std::vector<std::vector<uint8_t>> images;
+  for (const auto& path : o.images) {
+    const std::string bytes = read_file(path);
+    images.emplace_back(bytes.begin(), bytes.end());
+  }
+  ThreadPool pool(o.threads);
+  const auto ev = vision::evaluate_multimodal(*m.model, *m.tokenizer, vis, o.text, images, o.ubatch, pool);
+  vision::ReportFiles files{o.model, o.mmproj, o.images.empty() ? "" : o.images[0], 0, 0};
+  if (!images.empty()) {
+    const auto first = vision::decode_image(images[0]);
+    files.image_width = first.width;
+    files.image_height = first.height;
+  }
+  std::vector<int32_t> positions;
+  if (!o.positions.empty()) positions = parse_token_list(o.positions, "--positions");
+  vision::write_vision_report(o.out, ev, vis, m.model->config(), files, positions);
+  std::fprintf(stderr, "%zu positions (%zu image chunks) -> %s.json, %s.f32\n", ev.prompt.tokens.size(),
+               ev.embeddings.size(), o.out.c_str(), o.out.c_str());
+  return 0;
+}
 
 // Evaluates tokens[0:K], takes a snapshot, destroys the live state, restores the snapshot
 // into a fresh state and evaluates the rest: the output must equal a straight run.
@@ -90,10 +121,15 @@ Command add_logits(CLI::App& root) {
   app->add_option("--restore-at", o->restore_at,
                   "evaluate tokens[0:K], snapshot, destroy, restore into a fresh state, evaluate the rest")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--out", o->out, "output prefix: PREFIX.json and PREFIX.logits.f32")->required();
+  app->add_option("--out", o->out, "output prefix: PREFIX.json and PREFIX.logits.f32 (vision: PREFIX.f32)")->required();
+  app->add_option("--mmproj", o->mmproj, "vision projector GGUF: write the llama-golden-vision-v1 format");
+  app->add_option("--image", o->images, "image file (PNG/JPEG) for each <__media__> marker in --text");
+  app->add_option("--positions", o->positions, "vision: positions of the full logit rows, e.g. 33,34,97");
   return {app, [o] {
             if (o->tokens.empty() && o->tokens_file.empty() && o->text.empty())
               throw std::runtime_error("logits: give --tokens, --tokens-file or --text");
+            if (!o->mmproj.empty()) return run_vision_logits(*o);
+            if (!o->images.empty()) throw std::runtime_error("logits: --image needs --mmproj");
             return run_logits(*o);
           }};
 }

@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   root.require_subcommand(1);
   std::vector<ws::cli::Command> commands = {
       ws::cli::add_run(root), ws::cli::add_logits(root), ws::cli::add_tokenize(root),
-      ws::cli::add_quantize(root), ws::cli::add_replay(root), ws::cli::add_chat(root), ws::cli::add_serve(root)};
+      ws::cli::add_quantize(root), ws::cli::add_replay(root), ws::cli::add_chat(root), ws::cli::add_serve(root),
+      ws::cli::add_bench(root)};
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

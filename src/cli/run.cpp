@@ -7,6 +7,8 @@
 #include "cli/common.h"
 #include "engine/eval.h"
 #include "engine/sampling.h"
+#include "engine/turn.h"
+#include "vision/media.h"
 
 namespace ws::cli {
 namespace {
@@ -18,13 +20,63 @@ struct RunOptions {
   int ctx = 4096;
   int ubatch = 512;
   SamplingParams sampling;
+  std::string mmproj;
+  std::vector<std::string> images;  // one per <__media__> marker (prepended when the prompt has none)
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// --mmproj/--image: the prompt's media markers become image chunks; generation through
+// the engine (no cache), which feeds image embeddings at their positions.
+int run_with_images(const RunOptions& o) {
+  if (o.mmproj.empty()) throw std::runtime_error("run: --image needs --mmproj (the vision projector GGUF)");
+  if (!o.tokens.empty()) throw std::runtime_error("run: --image works with -p, not --tokens");
+  LoadedModel m = load(o.model);
+  const gguf::File mm_file = gguf::File::open(o.mmproj);
+  vision::VisionContext vis(mm_file, 0);
+  std::string text = o.prompt;
+  if (text.find(vision::kMediaMarker) == std::string::npos)
+    for (size_t i = 0; i < o.images.size(); ++i) text = std::string(vision::kMediaMarker) + "\n" + text;
+  std::vector<std::vector<uint8_t>> images;
+  for (const auto& path : o.images) {
+    const std::string bytes = read_file(path);
+    images.emplace_back(bytes.begin(), bytes.end());
+  }
+  ThreadPool pool(o.threads);
+  const auto mp = vision::build_media_prompt(*m.tokenizer, m.model->config().n_embd, text, images, vis, pool);
+  if (int64_t(mp.tokens.size()) + 1 > o.ctx)
+    throw std::runtime_error("the prompt with its images has " + std::to_string(mp.tokens.size()) +
+                             " positions; the context holds " + std::to_string(o.ctx) + " (raise -c)");
+  EngineOptions eo;
+  eo.memory.n_ctx = o.ctx;
+  eo.n_ubatch = o.ubatch;
+  Engine engine(*m.model, *m.tokenizer, nullptr, eo, pool);
+  TurnRequest req;
+  req.prompt = mp.tokens;
+  req.media = mp.media;
+  req.media_ends = mp.media_ends;
+  req.max_tokens = o.n_predict;
+  req.sampling = o.sampling;
+  StreamDecoder stream(*m.tokenizer);
+  const auto res = engine.run_turn(req, [&](Token t) {
+    const std::string s = stream.push(t);
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = stream.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fprintf(stderr, "prompt: %d positions (%zu image chunks, %llu encoded), ttft %.1f ms, %zu tokens generated\n",
+               res.prompt_tokens, mp.media.size(), (unsigned long long)vis.encode_calls(), res.ttft_ms,
+               res.generated.size());
+  return 0;
+}
+
 int run_generate(RunOptions o) {
+  if (!o.images.empty() || !o.mmproj.empty()) return run_with_images(o);
   LoadedModel m = load(o.model);
   const Tokenizer& tok = *m.tokenizer;
   const std::vector<Token> prompt = o.tokens.empty()
@@ -92,6 +144,8 @@ Command add_run(CLI::App& root) {
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
   app->add_option("--ubatch", o->ubatch, "prompt micro-batch size")->check(CLI::PositiveNumber);
+  app->add_option("--mmproj", o->mmproj, "vision projector GGUF (for --image)");
+  app->add_option("--image", o->images, "image file (PNG/JPEG); its chunks go at each <__media__> marker in -p");
   return {app, [o] {
             if (o->prompt.empty() && o->tokens.empty()) throw std::runtime_error("run: give -p PROMPT or --tokens IDS");
             return run_generate(*o);

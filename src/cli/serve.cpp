@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -12,12 +13,15 @@
 #include "server/chat_format.h"
 #include "server/http_server.h"
 #include "server/slot_pool.h"
+#include "vision/media.h"
 
 namespace ws::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model, host = "127.0.0.1", chat_template, api_key;
+  std::string model, host = "127.0.0.1", chat_template, api_key, mmproj;
+  bool allow_local_files = false;
+  double image_cache_mb = 256;  // encoded image embeddings kept for later turns
   int port = 8080;
   int parallel = 1;
   int ctx = 4096;
@@ -58,7 +62,8 @@ class ShutdownOnSignal {
 
 int run_serve(const ServeOptions& o) {
   ShutdownOnSignal signals;
-  LoadedModel m = load(o.model);
+  const std::string model_path = o.model.empty() ? embedded_model_path() : o.model;
+  LoadedModel m = load(model_path);
   const std::string tmpl_source =
       o.chat_template.empty() ? m.file.get_string("tokenizer.chat_template") : read_file(o.chat_template);
   const server::ChatFormatter chat(tmpl_source, *m.tokenizer);
@@ -71,21 +76,37 @@ int run_serve(const ServeOptions& o) {
   const int threads_per_slot = std::max(1, o.threads / o.parallel);
   server::SlotPool slots(*m.model, *m.tokenizer, &cache, eo, o.parallel, threads_per_slot, o.queue);
 
+  // --mmproj: the projector file (the tower's weights point into its mapping), its
+  // context and the encode pool live until the server stops, because image embeddings
+  // are computed inside each turn, after the request handler built the prompt.
+  std::optional<gguf::File> mm_file;
+  std::unique_ptr<vision::VisionContext> vis;
+  std::unique_ptr<ThreadPool> vis_pool;
+  server::VisionSupport vision_support;
+  if (!o.mmproj.empty()) {
+    mm_file.emplace(gguf::File::open(o.mmproj));
+    vis = std::make_unique<vision::VisionContext>(*mm_file, size_t(o.image_cache_mb * 1024 * 1024));
+    vis_pool = std::make_unique<ThreadPool>(o.threads);
+    vision_support = {vis.get(), vis_pool.get(), m.model->config().n_embd};
+  }
+
   server::ServerConfig cfg;
   cfg.host = o.host;
   cfg.port = o.port;
   cfg.api_key = o.api_key;
-  cfg.model_name = std::filesystem::path(o.model).filename().string();
+  cfg.model_name = std::filesystem::path(model_path).filename().string();
   cfg.n_ctx = o.ctx;
   cfg.http_threads = o.parallel + o.queue + 8;
-  server::Server srv(cfg, *m.tokenizer, cache, slots, chat);
+  cfg.allow_local_files = o.allow_local_files;
+  server::Server srv(cfg, *m.tokenizer, cache, slots, chat, vision_support);
   const int port = srv.bind();
   std::fprintf(stderr,
                "warmstart serve: listening on http://%s:%d (model %s, %d slots x %d threads, context %d, "
-               "cache budget %.0f MiB, chat template: %s)\n",
+               "cache budget %.0f MiB, chat template: %s, images: %s)\n",
                o.host.c_str(), port, cfg.model_name.c_str(), o.parallel, threads_per_slot, o.ctx, budget_mb,
                chat.uses_model_template() ? (o.chat_template.empty() ? "the model's" : o.chat_template.c_str())
-                                          : "ChatML (the model has none)");
+                                          : "ChatML (the model has none)",
+               vis ? vision::projector_name(vis->model().hparams().projector) : "no (no --mmproj)");
   std::fflush(stderr);
   signals.start(srv);
   srv.listen();
@@ -98,7 +119,7 @@ int run_serve(const ServeOptions& o) {
 Command add_serve(CLI::App& root) {
   auto o = std::make_shared<ServeOptions>();
   auto* app = root.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models)");
-  app->add_option("-m,--model", o->model, "GGUF model file")->required();
+  app->add_option("-m,--model", o->model, "GGUF model file (default: the embedded chat model)");
   app->add_option("--host", o->host, "address to bind (default 127.0.0.1: this machine only)");
   app->add_option("--port", o->port, "TCP port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
   app->add_option("--parallel", o->parallel, "slots served concurrently")->check(CLI::PositiveNumber);
@@ -111,6 +132,10 @@ Command add_serve(CLI::App& root) {
   app->add_option("--queue", o->queue, "requests that may wait for a slot; more get 503")->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", o->chat_template, "Jinja chat template file (default: the model's own)");
   app->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (all routes but /health)");
+  app->add_option("--mmproj", o->mmproj, "vision projector GGUF: accept image_url content parts");
+  app->add_option("--image-cache-mb", o->image_cache_mb, "encoded-image cache in MiB (with --mmproj)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_flag("--allow-local-files", o->allow_local_files, "read file:// image URLs (off: data: URLs only)");
   return {app, [o] { return run_serve(*o); }};
 }
 

@@ -5,11 +5,14 @@
 
 namespace ws {
 
-void eval_tokens(const Model& model, SeqState& state, std::span<const Token> tokens, int32_t n_ubatch,
-                 LogitsMode mode, std::vector<float>& logits, ThreadPool& pool) {
+namespace {
+
+// Feeds batches [start, start+len) made by `make` in micro-batches; logits as documented.
+template <class MakeBatch>
+void eval_batches(const Model& model, SeqState& state, size_t n, int32_t n_ubatch, LogitsMode mode,
+                  std::vector<float>& logits, ThreadPool& pool, MakeBatch make) {
   if (n_ubatch <= 0) throw std::invalid_argument("micro-batch size must be positive");
   const size_t n_vocab = size_t(model.config().n_vocab);
-  const size_t n = tokens.size();
   state.check_room(int64_t(n));
   if (mode == LogitsMode::all) logits.resize(n * n_vocab);
   if (mode == LogitsMode::last) logits.resize(n_vocab);
@@ -25,8 +28,31 @@ void eval_tokens(const Model& model, SeqState& state, std::span<const Token> tok
       m = LogitsMode::last;
       out = logits.data();
     }
-    model.forward(tokens.subspan(start, len), state, m, out, pool);
+    model.forward(make(start, len), state, m, out, pool);
   }
+}
+
+}  // namespace
+
+void eval_tokens(const Model& model, SeqState& state, std::span<const Token> tokens, int32_t n_ubatch,
+                 LogitsMode mode, std::vector<float>& logits, ThreadPool& pool) {
+  eval_batches(model, state, tokens.size(), n_ubatch, mode, logits, pool,
+               [&](size_t start, size_t len) { return Batch{tokens.subspan(start, len)}; });
+}
+
+void eval_embeddings(const Model& model, SeqState& state, const float* embeddings, int64_t n_rows, bool non_causal,
+                     int32_t n_ubatch, LogitsMode mode, std::vector<float>& logits, ThreadPool& pool) {
+  if (n_rows <= 0) throw std::invalid_argument("no embedding rows to evaluate");
+  const size_t d = size_t(model.config().n_embd);
+  // A non-causal chunk must be one batch: splitting it would hide later rows from earlier ones.
+  const int32_t ub = non_causal ? int32_t(std::max<int64_t>(n_rows, 1)) : n_ubatch;
+  eval_batches(model, state, size_t(n_rows), ub, mode, logits, pool, [&](size_t start, size_t len) {
+    Batch b;
+    b.embeddings = embeddings + start * d;
+    b.n_rows = int64_t(len);
+    b.non_causal = non_causal;
+    return b;
+  });
 }
 
 }  // namespace ws

@@ -115,6 +115,46 @@ void write_golden(const std::string& prefix, const LogitProbe& p, const std::str
   if (!js) throw std::runtime_error(prefix + ".json: write failed");
 }
 
+namespace {
+
+// SAX handler keeping the string values of depth-1 keys; stops at the first array or
+// object value (the probes), so only the header is read.
+struct HeaderReader : nlohmann::json_sax<nlohmann::json> {
+  std::map<std::string, std::string>& out;
+  std::string current_key;
+  int depth = 0;
+  explicit HeaderReader(std::map<std::string, std::string>& o) : out(o) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t& v) override {
+    if (depth == 1) out[current_key] = v;
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth == 1; }
+  bool key(string_t& k) override {
+    current_key = k;
+    return true;
+  }
+  bool end_object() override { return --depth >= 0; }
+  bool start_array(std::size_t) override { return false; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+}  // namespace
+
+std::map<std::string, std::string> read_golden_header(const std::string& json_path) {
+  std::ifstream in(json_path);
+  std::map<std::string, std::string> out;
+  HeaderReader reader(out);
+  nlohmann::json::sax_parse(in, &reader);
+  return out;
+}
+
 std::vector<LogitProbe> read_golden(const std::string& json_path) {
   std::ifstream in(json_path);
   if (!in) throw std::runtime_error(json_path + ": cannot open");

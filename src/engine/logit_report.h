@@ -3,6 +3,7 @@
 // read by the tests to compare with llama.cpp's goldens.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,11 @@ LogitProbe make_probe(const std::string& name, const std::vector<Token>& tokens,
 
 // Writes PREFIX.json + PREFIX.logits.f32 (one probe).
 void write_golden(const std::string& prefix, const LogitProbe& probe, const std::string& model_file);
+
+// The top-level string fields of a golden JSON that come before its probes ("format",
+// "model_file", ...), read without parsing the (large) rest: test discovery runs in every
+// test process.
+std::map<std::string, std::string> read_golden_header(const std::string& json_path);
 
 // Reads every probe of a golden JSON (and its logits file).
 std::vector<LogitProbe> read_golden(const std::string& json_path);

@@ -13,6 +13,29 @@ double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
+// The media chunk that holds position p, or null (text).
+const MediaChunk* chunk_at(const TurnRequest& req, int32_t p) {
+  for (const auto& c : req.media)
+    if (p >= c.pos0 && p < c.pos0 + c.n_rows) return &c;
+  return nullptr;
+}
+
+// First media chunk starting after p (the end of a text run), or n.
+int32_t next_media_start(const TurnRequest& req, int32_t p, int32_t n) {
+  for (const auto& c : req.media)
+    if (c.pos0 > p) return std::min(c.pos0, n);
+  return n;
+}
+
+void validate_media(const TurnRequest& req) {
+  int32_t prev_end = 0;
+  for (const auto& c : req.media) {
+    if (c.n_rows <= 0 || c.pos0 < prev_end || c.pos0 + c.n_rows > int32_t(req.prompt.size()) || !c.embeddings)
+      throw std::invalid_argument("media chunks must be sorted, non-overlapping, non-empty and inside the prompt");
+    prev_end = c.pos0 + c.n_rows;
+  }
+}
+
 }  // namespace
 
 ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem) {
@@ -47,12 +70,35 @@ void Engine::put(const std::vector<Token>& tokens, size_t n, const SeqState& sta
   if (cache_ && cache_->enabled()) cache_->put(model_.config().model_id, std::span(tokens).first(n), state.snapshot(), kind);
 }
 
+void Engine::eval_range(const TurnRequest& req, int32_t pos, int32_t end, LogitsMode mode, SeqState& state,
+                        std::vector<float>& logits) {
+  const MediaChunk* c = chunk_at(req, pos);
+  if (!c) {
+    eval_tokens(model_, state, std::span(req.prompt).subspan(size_t(pos), size_t(end - pos)), opt_.n_ubatch, mode,
+                logits, pool_);
+    return;
+  }
+  const size_t d = size_t(model_.config().n_embd);
+  const auto rows = c->embeddings();  // [n_rows][n_embd]
+  if (!rows || rows->size() != size_t(c->n_rows) * d)
+    throw std::runtime_error("media chunk at " + std::to_string(c->pos0) + " has " +
+                             std::to_string(rows ? rows->size() : 0) + " embedding values, expected " +
+                             std::to_string(size_t(c->n_rows) * d) + " (projector and model do not match?)");
+  eval_embeddings(model_, state, rows->data() + size_t(pos - c->pos0) * d, end - pos, c->non_causal, opt_.n_ubatch,
+                  mode, logits, pool_);
+}
+
 void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits,
                     TurnResult& res) {
   const int32_t n = int32_t(req.prompt.size());
   // Checkpoints up to the frontier n-1: a regenerated turn (same prompt) reuses all but
   // the last token, whose logits it needs anyway.
-  const auto plan = opt_.checkpoints.plan(from, n - 1, req.message_ends, req.media_ends);
+  auto plan = opt_.checkpoints.plan(from, n - 1, req.message_ends, req.media_ends);
+  // A checkpoint inside a bidirectional chunk would split it (its rows see each other).
+  std::erase_if(plan, [&](const auto& cp) {
+    const MediaChunk* c = chunk_at(req, cp.first);
+    return c && c->non_causal && cp.first > c->pos0;
+  });
   size_t next_cp = 0;
   const size_t n_vocab = size_t(model_.config().n_vocab);
   std::vector<float> chunk_logits;  // [chunk][n_vocab] or [n_vocab]
@@ -60,16 +106,36 @@ void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::
   while (pos < n) {
     int32_t end = std::min(n, pos + opt_.n_ubatch);
     if (next_cp < plan.size() && plan[next_cp].first < end) end = plan[next_cp].first;
+    // Text and each media chunk go in separate batches; a non-causal chunk goes whole.
+    if (const MediaChunk* c = chunk_at(req, pos))
+      end = c->non_causal ? c->pos0 + c->n_rows : std::min(end, c->pos0 + c->n_rows);
+    else
+      end = std::min(end, next_media_start(req, pos, n));
     const bool last = end == n;
     const LogitsMode mode = req.record_logits ? LogitsMode::all : (last ? LogitsMode::last : LogitsMode::none);
-    eval_tokens(model_, state, std::span(req.prompt).subspan(size_t(pos), size_t(end - pos)), opt_.n_ubatch, mode,
-                chunk_logits, pool_);
+    eval_range(req, pos, end, mode, state, chunk_logits);
     if (req.record_logits) res.logits.insert(res.logits.end(), chunk_logits.begin(), chunk_logits.end());
     res.chunk_ends.push_back(end);
+    while (next_cp < plan.size() && plan[next_cp].first < end) ++next_cp;
     if (next_cp < plan.size() && plan[next_cp].first == end) put(req.prompt, size_t(end), state, plan[next_cp++].second);
     pos = end;
   }
   last_logits.assign(chunk_logits.end() - long(n_vocab), chunk_logits.end());
+}
+
+void Engine::align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& res) {
+  if (!hit.snapshot) return;
+  for (const auto& c : req.media) {
+    if (!c.non_causal || hit.reuse <= c.pos0 || hit.reuse >= c.pos0 + c.n_rows) continue;
+    if (reuse_traits(model_, opt_.memory).can_truncate) {
+      hit.reuse = c.pos0;  // restore_hit cuts the state back to the chunk's start
+    } else {
+      cache_->release(hit);
+      hit = Hit{};
+      res.miss_reason = "the cached state ends inside a bidirectional image chunk";
+    }
+    return;
+  }
 }
 
 TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
@@ -78,6 +144,7 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
   const int32_t n = int32_t(req.prompt.size());
   res.prompt_tokens = n;
   if (n == 0) throw std::invalid_argument("empty prompt");
+  validate_media(req);
   if (n >= opt_.memory.n_ctx)
     throw std::invalid_argument("the prompt has " + std::to_string(n) + " tokens; the context holds " +
                                 std::to_string(opt_.memory.n_ctx));
@@ -85,6 +152,7 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
   if (cache_ && cache_->enabled()) hit = cache_->acquire(model_.config().model_id, req.prompt, reuse_traits(model_, opt_.memory));
   res.common_prefix = hit.common_prefix;
   res.miss_reason = hit.miss_reason;
+  align_hit_to_media(req, hit, res);
   SeqState state = model_.make_state(opt_.memory);
   res.reused = restore_hit(hit, state, res);
   if (cache_) cache_->release(hit);
@@ -92,7 +160,8 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
   std::vector<float> logits;  // [n_vocab] of the last evaluated token
   ingest(req, res.reused, state, logits, res);
   Sampler sampler(req.sampling);
-  for (Token t : req.prompt) sampler.accept(t);
+  for (Token t : req.prompt)
+    if (t >= 0) sampler.accept(t);  // media placeholders are not tokens
   std::vector<Token> seq = req.prompt;  // every token the state has consumed
   res.stop_reason = "length";
   for (int32_t i = 0; i < req.max_tokens; ++i) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,20 @@ struct EngineOptions {
   CheckpointPolicy checkpoints;
 };
 
+// Input embeddings at positions [pos0, pos0 + n_rows) of a prompt (one image chunk). The
+// prompt holds placeholder ids there (negative, derived from the image's hash), so the
+// prefix tree tells images apart; they are never fed to the model.
+struct MediaChunk {
+  int32_t pos0 = 0, n_rows = 0;
+  bool non_causal = false;  // rows attend to each other (evaluated as one batch, never split)
+  // [n_rows][n_embd] f32. Called only when some of these positions must be computed, so an
+  // image covered by a cached state is never encoded.
+  std::function<std::shared_ptr<const std::vector<float>>()> embeddings;
+};
+
 struct TurnRequest {
   std::vector<Token> prompt;
+  std::vector<MediaChunk> media;      // sorted by pos0, non-overlapping, inside the prompt
   std::vector<int32_t> message_ends;  // token positions where a message's rendering ends
   std::vector<int32_t> media_ends;    // token positions right after an image
   int32_t max_tokens = 128;
@@ -54,6 +67,11 @@ class Engine {
   // Restores the cache hit into `state` (or leaves it fresh); returns tokens reused.
   int32_t restore_hit(Hit& hit, SeqState& state, TurnResult& res);
   void ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits, TurnResult& res);
+  // Evaluates prompt positions [pos, end) (text, or rows of one media chunk).
+  void eval_range(const TurnRequest& req, int32_t pos, int32_t end, LogitsMode mode, SeqState& state,
+                  std::vector<float>& logits);
+  // Moves a hit that lands inside a non-causal chunk back to the chunk's start (or drops it).
+  void align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& res);
   void put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind);
 
   const Model& model_;

@@ -166,6 +166,13 @@ void FullKvState::read(bool keys, int32_t h, int32_t p_begin, int32_t p_end, flo
              dst + size_t(p - p_begin) * head_dim_);
   }
 }
+KvStore::RowSpan FullKvState::rows(int32_t p, int32_t p_end) const {
+  const size_t page = size_t(p / page_size_);
+  const KvPage& pg = page < sealed_.size() ? *sealed_[page] : tail_;
+  const size_t off = size_t(p % page_size_) * size_t(row_size()) * elem_size(type_);
+  const int32_t page_end = int32_t(page + 1) * page_size_;
+  return {pg.k.data() + off, pg.v.data() + off, std::min(p_end, page_end) - p};
+}
 void FullKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const { read(true, h, b, e, dst); }
 void FullKvState::read_values(int32_t h, int32_t b, int32_t e, float* dst) const { read(false, h, b, e, dst); }
 
@@ -263,6 +270,10 @@ void SlidingKvState::append(const float* k, const float* v, int32_t n) {
   n_ += n;
 }
 
+KvStore::RowSpan SlidingKvState::rows(int32_t p, int32_t p_end) const {
+  const size_t off = size_t(p - first_) * size_t(row_size()) * elem_size(type_);
+  return {k_.data() + off, v_.data() + off, p_end - p};
+}
 void SlidingKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const {
   for (int32_t p = b; p < e; ++p)
     load_row(k_.data(), size_t(p - first_) * row_size() + size_t(h) * head_dim_, head_dim_, type_,

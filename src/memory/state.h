@@ -98,6 +98,16 @@ class KvStore : public LayerState {
   // dst: [p_end - p_begin][head_dim] f32 of head h, first_position() <= p_begin <= p_end <= position().
   virtual void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
   virtual void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
+  // Keys and values of positions [p, p + n) where they are stored, back to back: row i at
+  // k + i * row_size() elements of type() (all kv heads). n >= 1 is as many positions as
+  // one storage chunk (a page) holds before p_end. Lets attention read K/V in place.
+  // pre: first_position() <= p < p_end <= position(); valid until the next append/cut.
+  struct RowSpan {
+    const uint8_t* k = nullptr;
+    const uint8_t* v = nullptr;
+    int32_t n = 0;
+  };
+  virtual RowSpan rows(int32_t p, int32_t p_end) const = 0;
 
  protected:
   uint64_t shape_tag() const;
@@ -122,6 +132,7 @@ class FullKvState final : public KvStore {
   void append(const float* k, const float* v, int32_t n) override;
   void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
   void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
+  RowSpan rows(int32_t p, int32_t p_end) const override;
   size_t page_bytes() const;  // bytes of one full page
 
  private:
@@ -150,6 +161,7 @@ class SlidingKvState final : public KvStore {
   void append(const float* k, const float* v, int32_t n) override;
   void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
   void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const override;
+  RowSpan rows(int32_t p, int32_t p_end) const override;
   int32_t window() const { return window_; }
 
  private:

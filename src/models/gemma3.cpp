@@ -22,13 +22,6 @@ struct Gemma3Layer {
   const float* post_ffw_norm;   // [n_embd]
 };
 
-// tanh-approximated GELU evaluated in f32, the formula GGUF runtimes tabulate.
-float gelu_tanh_f32(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
-}
-
 class Gemma3Model final : public Model {
  public:
   Gemma3Model(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
@@ -46,7 +39,6 @@ class Gemma3Model final : public Model {
     attn_sliding_ = attn_global_;
     attn_sliding_.rope_base = float(keys.get_float("rope.freq_base_swa", 10000.0));
     attn_sliding_.window = window_;
-    build_gelu_table();
     emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) layers_.push_back(load_layer(f, i, i % pattern < pattern - 1));
   }
@@ -65,17 +57,21 @@ class Gemma3Model final : public Model {
     return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
   }
 
-  void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const override {
-    const int64_t n = int64_t(tokens.size()), d = cfg_.n_embd;
+    const int64_t n = batch.size(), d = cfg_.n_embd;
     if (n == 0) return;
     state.check_room(n);
     std::vector<float> x(size_t(n * d));  // [n][n_embd] residual stream
-    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
-    const float emb_scale = std::sqrt(float(d));
-    for (float& v : x) v *= emb_scale;
+    ops::embed_batch(emb_.tok_embd, batch, true, x.data());
+    // Only token embeddings are scaled; input embeddings (an image's) come ready to use.
+    if (!batch.embeddings) {
+      const float emb_scale = std::sqrt(float(d));
+      for (float& v : x) v *= emb_scale;
+    }
     for (size_t il = 0; il < layers_.size(); ++il)
-      layer_forward(layers_[il], static_cast<KvStore&>(state.layer(il)), x.data(), n, state.position(), pool);
+      layer_forward(layers_[il], static_cast<KvStore&>(state.layer(il)), x.data(), n, state.position(),
+                    batch.non_causal, pool);
     state.advance(int32_t(n));
     ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
   }
@@ -95,33 +91,22 @@ class Gemma3Model final : public Model {
     return l;
   }
 
-  // ggml-cpu evaluates GELU through a table indexed by the fp16 bits of the input, holding
-  // fp16(gelu(x)). Reproducing it keeps us within float rounding of llama.cpp instead of
-  // ~1e-3 away.
-  void build_gelu_table() {
-    gelu_table_.resize(65536);
-    for (uint32_t i = 0; i < 65536; ++i)
-      gelu_table_[i] = f16_to_f32(f32_to_f16(gelu_tanh_f32(f16_to_f32(f16_bits(i)))));
-  }
-
-  // u[i] = gelu(g[i]) * u[i], GELU through the fp16 table (saturated outside [-10, 10]).
-  void gelu_gate(const float* g, float* u, int64_t n) const {
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = g[i];
-      if (v <= -10.0f) u[i] = 0.0f;
-      else if (v >= 10.0f) u[i] = v * u[i];
-      else u[i] = gelu_table_[f32_to_f16(v)] * u[i];
-    }
+  // u[i] = gelu(g[i]) * u[i], GELU through ggml-cpu's fp16 table (see ops::gelu_ggml).
+  static void gelu_gate(const float* g, float* u, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) u[i] = ops::gelu_ggml(g[i]) * u[i];
   }
 
   // Sandwich norms: x += post_norm(branch(pre_norm(x))) for attention, then the FFN.
-  void layer_forward(const Gemma3Layer& l, KvStore& kv, float* x, int64_t n, int32_t pos0, ThreadPool& pool) const {
+  void layer_forward(const Gemma3Layer& l, KvStore& kv, float* x, int64_t n, int32_t pos0, bool non_causal,
+                     ThreadPool& pool) const {
     const int64_t d = cfg_.n_embd, ff = cfg_.n_ff;
     std::vector<float> xn(size_t(n * d));                     // [n][n_embd] normed input
     std::vector<float> o(size_t(n * d));                      // [n][n_embd] branch output
     std::vector<float> g(size_t(n * ff)), u(size_t(n * ff));  // [n][n_ff] FFN gate, up
     ops::rms_norm(x, l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
-    ops::attention_block(l.attn, l.sliding ? attn_sliding_ : attn_global_, kv, xn.data(), n, pos0, o.data(), pool);
+    ops::AttnOptions ao = l.sliding ? attn_sliding_ : attn_global_;
+    ao.non_causal = non_causal;
+    ops::attention_block(l.attn, ao, kv, xn.data(), n, pos0, o.data(), pool);
     ops::rms_norm(o.data(), l.post_attn_norm, o.data(), n, d, cfg_.rms_eps);
     ops::add_scaled(x, o.data(), n * d);
 
@@ -138,7 +123,6 @@ class Gemma3Model final : public Model {
   int32_t window_ = 0;             // sliding window (positions a query sees, itself included)
   ops::AttnOptions attn_global_;   // global layers: rope.freq_base, no window
   ops::AttnOptions attn_sliding_;  // sliding layers: rope.freq_base_swa, window_
-  std::vector<float> gelu_table_;  // [65536] f32: fp16(gelu(x)) indexed by fp16 bits of x
   ops::Embeddings emb_;
   std::vector<Gemma3Layer> layers_;
 };

@@ -63,13 +63,13 @@ class GraniteHybridModel final : public Model {
     return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
   }
 
-  void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const override {
-    const int64_t n = int64_t(tokens.size()), d = cfg_.n_embd;
+    const int64_t n = batch.size(), d = cfg_.n_embd;
     if (n == 0) return;
     state.check_room(n);
     std::vector<float> x(size_t(n * d));  // [n][n_embd] residual stream
-    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
+    ops::embed_batch(emb_.tok_embd, batch, false, x.data());
     for (float& v : x) v *= embedding_scale_;
     for (size_t il = 0; il < layers_.size(); ++il) layer_forward(layers_[il], state.layer(il), x.data(), n, state.position(), pool);
     state.advance(int32_t(n));

@@ -45,19 +45,21 @@ class LlamaModel final : public Model {
     return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
   }
 
-  void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const override {
-    const int64_t n = int64_t(tokens.size()), d = cfg_.n_embd;
+    const int64_t n = batch.size(), d = cfg_.n_embd;
     if (n == 0) return;
     state.check_room(n);
     std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
     std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed input of a branch
     std::vector<float> o(size_t(n * d));   // [n][n_embd] branch output
-    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
+    ops::embed_batch(emb_.tok_embd, batch, true, x.data());
+    ops::AttnOptions ao = attn_;
+    ao.non_causal = batch.non_causal;
     for (size_t il = 0; il < layers_.size(); ++il) {
       const LlamaLayer& l = layers_[il];
       ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
-      ops::attention_block(l.attn, attn_, static_cast<FullKvState&>(state.layer(il)), xn.data(), n, state.position(),
+      ops::attention_block(l.attn, ao, static_cast<FullKvState&>(state.layer(il)), xn.data(), n, state.position(),
                            o.data(), pool);
       ops::add_scaled(x.data(), o.data(), n * d);
       ops::rms_norm(x.data(), l.ffn_norm, xn.data(), n, d, cfg_.rms_eps);

@@ -6,6 +6,7 @@
 
 #include "models/ops.h"
 #include "models/registry.h"
+#include "tensor/attn_kernels.h"
 
 namespace ws {
 namespace {
@@ -17,6 +18,7 @@ void selective_scan(const Mamba2Weights& w, const Mamba2Dims& d, const float* xb
                     int64_t n, float* s, float* y, ThreadPool& pool) {
   const int64_t C = d.conv_channels(), P = d.head_dim(), N = d.d_state, di = d.d_inner;
   const int64_t heads_per_group = d.n_heads / d.n_groups;
+  const Isa isa = detected_isa();
   pool.parallel_for(d.n_heads, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t g = h / heads_per_group;
@@ -30,12 +32,8 @@ void selective_scan(const Mamba2Weights& w, const Mamba2Dims& d, const float* xb
         float* yt = y + t * di + h * P;
         for (int64_t p = 0; p < P; ++p) {
           const float x_dt = x[p] * dts;
-          float* sp = sh + p * N;
-          float acc = 0.f;
-          for (int64_t i = 0; i < N; ++i) {
-            sp[i] = sp[i] * dA + B[i] * x_dt;
-            acc += sp[i] * Cv[i];
-          }
+          // Vectorised over the state dims; the order is fixed per token (see ssm_row_update).
+          const float acc = ssm_row_update(sh + p * N, B, Cv, dA, x_dt, N, isa);
           yt[p] = acc + x[p] * w.d[h];
         }
       }

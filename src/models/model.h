@@ -42,16 +42,33 @@ struct ModelConfig {
 // Which rows of the batch need logits.
 enum class LogitsMode { all, last, none };
 
+// One micro-batch of input: token ids, or rows of input embeddings (an image's) that
+// replace the token lookup. Positions are state.position() .. +size()-1 either way.
+struct Batch {
+  std::span<const Token> tokens;      // [n] ids; ignored when `embeddings` is set
+  const float* embeddings = nullptr;  // [n_rows][n_embd] f32, fed as they are (no arch scales them)
+  int64_t n_rows = 0;                 // rows of `embeddings`
+  // Attention layers let every query see all keys of this batch (on top of the earlier
+  // positions its window allows): Gemma 3 image chunks. Needs the whole chunk in one batch.
+  bool non_causal = false;
+  int64_t size() const { return embeddings ? n_rows : int64_t(tokens.size()); }
+};
+
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
   virtual SeqState make_state(const MemoryOptions& opts) const = 0;
-  // Evaluates one micro-batch `tokens` at positions state.position() .. +n-1, appends
-  // them to `state`, and writes logits: [n][n_vocab] (all), [1][n_vocab] (last) or
-  // nothing. Throws on a full context, leaving `state` unchanged.
-  virtual void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+  // Evaluates one micro-batch at positions state.position() .. +n-1, appends it to
+  // `state`, and writes logits: [n][n_vocab] (all), [1][n_vocab] (last) or nothing.
+  // Throws on a full context (or a non-causal batch the architecture cannot do),
+  // leaving `state` unchanged.
+  virtual void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
                        ThreadPool& pool) const = 0;
+  void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+               ThreadPool& pool) const {
+    forward(Batch{tokens}, state, mode, logits, pool);
+  }
 };
 
 // Loads the architecture named by the file's general.architecture. The File must

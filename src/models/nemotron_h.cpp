@@ -75,15 +75,15 @@ class NemotronHModel final : public Model {
     return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
   }
 
-  void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
+  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const override {
-    const int64_t n = int64_t(tokens.size()), d = cfg_.n_embd;
+    const int64_t n = batch.size(), d = cfg_.n_embd;
     if (n == 0) return;
     state.check_room(n);
     std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
     std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed layer input
     std::vector<float> o(size_t(n * d));   // [n][n_embd] block output
-    ops::embed_tokens(emb_.tok_embd, tokens, x.data());
+    ops::embed_batch(emb_.tok_embd, batch, false, x.data());
     for (size_t il = 0; il < layers_.size(); ++il) {
       const NemotronLayer& l = layers_[il];
       ops::rms_norm(x.data(), l.norm, xn.data(), n, d, cfg_.rms_eps);

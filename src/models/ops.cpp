@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tensor/attn_kernels.h"
+
 namespace ws::ops {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps) {
@@ -72,28 +74,28 @@ void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t
 
 namespace {
 
-// One query head against n_kv cells: out[head_dim] = softmax(scale * q.K) V.
-void attend_one(const float* q, const float* keys, const float* values, size_t stride, int32_t n_kv,
-                int32_t head_dim, float scale, float* scores /*[n_kv]*/, float* out) {
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < n_kv; ++j) {
-    const float* k = keys + j * stride;
-    float dot = 0.f;
-    for (int32_t d = 0; d < head_dim; ++d) dot += q[d] * k[d];
-    scores[j] = dot * scale;
-    max_score = std::max(max_score, scores[j]);
+// One query head: out[hd] = softmax(scale * q.K) V over the keys [first, last] of kv
+// head g, read in place page by page. Every float operation's order is a function of
+// (query, first, last) only (see attn_kernels.h), never of the batch or the thread.
+void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
+                float* scores /*[last - first + 1]*/, float* out, Isa isa) {
+  const int32_t hd = kv.head_dim();
+  const bool f16 = kv.type() == KvType::f16;
+  const size_t elem = f16 ? 2 : 4, head_off = size_t(g) * size_t(hd) * elem;
+  const int32_t n = last - first + 1;
+  for (int32_t p = first; p <= last;) {
+    const KvStore::RowSpan r = kv.rows(p, last + 1);
+    attn_scores(q, {r.k + head_off, size_t(kv.row_size()), f16, r.n}, hd, scale, scores + (p - first), isa);
+    p += r.n;
   }
-  double sum = 0;
-  for (int32_t j = 0; j < n_kv; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  const float inv = float(1.0 / sum);
-  std::fill(out, out + head_dim, 0.f);
-  for (int32_t j = 0; j < n_kv; ++j) {
-    const float p = scores[j] * inv;
-    const float* v = values + j * stride;
-    for (int32_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
+  const float max_score = *std::max_element(scores, scores + n);
+  const float inv = 1.0f / softmax_exp(scores, n, max_score, isa);
+  for (int32_t j = 0; j < n; ++j) scores[j] *= inv;
+  std::fill(out, out + hd, 0.f);
+  for (int32_t p = first; p <= last;) {
+    const KvStore::RowSpan r = kv.rows(p, last + 1);
+    attn_accumulate(scores + (p - first), {r.v + head_off, size_t(kv.row_size()), f16, r.n}, hd, out, isa);
+    p += r.n;
   }
 }
 
@@ -102,32 +104,25 @@ void attend_one(const float* q, const float* keys, const float* values, size_t s
 void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
                float* out, ThreadPool& pool) {
   const int32_t hd = kv.head_dim();
-  const int32_t n_kv_heads = kv.n_kv_heads();
-  const int32_t group = p.n_head / n_kv_heads;
+  const int32_t group = p.n_head / kv.n_kv_heads();
   const int32_t p_end = pos0 + int32_t(n_tokens);
-  // The oldest key any query of this batch can see.
-  const int32_t p_begin = p.window > 0 ? std::max(kv.first_position(), pos0 - p.window + 1) : kv.first_position();
-  const int32_t n_cells = p_end - p_begin;
-  // keys/values: [n_kv_heads][n_cells][head_dim] f32, gathered once per call so the
-  // inner loops read contiguous rows whatever the storage (pages, window, f16).
-  std::vector<float> keys(size_t(n_kv_heads) * n_cells * hd), values(keys.size());
-  for (int32_t g = 0; g < n_kv_heads; ++g) {
-    kv.read_keys(g, p_begin, p_end, keys.data() + size_t(g) * n_cells * hd);
-    kv.read_values(g, p_begin, p_end, values.data() + size_t(g) * n_cells * hd);
-  }
+  const int32_t p_begin = kv.first_position();
+  const Isa isa = detected_isa();
+  // Jobs are (token, head) pairs in chunks claimed dynamically, latest tokens (most keys)
+  // first, so the threads finish together; each job's result is independent of who runs it.
   const int64_t n_jobs = n_tokens * p.n_head;
-  pool.parallel_for(n_jobs, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(n_cells));  // [n_cells] f32 scratch
-    for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / p.n_head;
+  pool.parallel_for(n_jobs, 1, [&](int64_t j0, int64_t j1) {
+    std::vector<float> scores(size_t(p_end - p_begin));  // [visible keys] f32 scratch
+    for (int64_t job = j0; job < j1; ++job) {
+      const int64_t t = n_tokens - 1 - job / p.n_head;
       const int32_t h = int32_t(job % p.n_head);
-      const int32_t g = h / group;
       const int32_t pos = pos0 + int32_t(t);
-      // Visible keys: [first, pos] (causal), limited to the window.
+      // Visible keys: [first, last]: causal (last = pos) or the whole batch (non-causal),
+      // earlier keys limited to the window.
       const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
-      const size_t off = size_t(g) * n_cells * hd + size_t(first - p_begin) * hd;
-      attend_one(q + (t * p.n_head + h) * hd, keys.data() + off, values.data() + off, size_t(hd), pos - first + 1,
-                 hd, p.scale, scores.data(), out + (t * p.n_head + h) * hd);
+      const int32_t last = p.non_causal ? p_end - 1 : pos;
+      attend_one(q + (t * p.n_head + h) * hd, kv, h / group, first, last, p.scale, scores.data(),
+                 out + (t * p.n_head + h) * hd, isa);
     }
   });
 }
@@ -169,6 +164,30 @@ void embed_tokens(const Matrix& tok_embd, std::span<const Token> tokens, float* 
                                std::to_string(tok_embd.rows - 1) + ")");
     get_row(tok_embd, tokens[t], x + int64_t(t) * tok_embd.cols);
   }
+}
+
+void embed_batch(const Matrix& tok_embd, const Batch& batch, bool non_causal_ok, float* x) {
+  if (batch.non_causal && !non_causal_ok)
+    throw std::invalid_argument("this architecture cannot evaluate a non-causal (bidirectional) batch");
+  if (!batch.embeddings) return embed_tokens(tok_embd, batch.tokens, x);
+  std::copy(batch.embeddings, batch.embeddings + batch.n_rows * tok_embd.cols, x);
+}
+
+float gelu_ggml(float x) {
+  // [65536] f32: fp16(gelu(v)) for every fp16 bit pattern v, built once (thread-safe static).
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float v = f16_to_f32(f16_bits(i));
+      const float g = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoefA * v * v)));
+      t[i] = f16_to_f32(f32_to_f16(g));
+    }
+    return t;
+  }();
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return table[f32_to_f16(x)];
 }
 
 void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,
@@ -229,7 +248,7 @@ void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, f
   if (o.q_scale != 1.f)
     for (int64_t i = 0; i < n * o.n_head * hd; ++i) q[i] *= o.q_scale;
   kv.append(k, v, int32_t(n));
-  attention(q, kv, n, pos0, {o.n_head, o.scale, o.window}, attn, pool);
+  attention(q, kv, n, pos0, {o.n_head, o.scale, o.window, o.non_causal}, attn, pool);
 }
 
 void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,

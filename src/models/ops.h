@@ -36,6 +36,7 @@ struct AttentionParams {
   int32_t n_head = 0;
   float scale = 1.f;    // multiplies q.k before the softmax
   int32_t window = 0;   // sliding window: a query at p sees keys p0 with p - p0 < window; 0 = all
+  bool non_causal = false;  // queries also see the later keys of this batch (the window limits only earlier keys)
 };
 // Causal attention of n_tokens queries at positions pos0.. against kv, which already holds
 // the new tokens (kv.position() == pos0 + n_tokens).
@@ -64,6 +65,15 @@ Embeddings load_embeddings(const gguf::File& f, const ModelConfig& c,
 // x: [tokens.size()][n_embd] rows of tok_embd. Throws on an id outside the vocabulary;
 // callers embed before touching any state, so a bad token leaves the state unchanged.
 void embed_tokens(const Matrix& tok_embd, std::span<const Token> tokens, float* x);
+// x: [batch.size()][n_embd]: the token rows, or a copy of the batch's input embeddings.
+// Throws (before any state is touched) on a bad id, or on a non-causal batch when the
+// architecture cannot attend bidirectionally (`non_causal_ok` false).
+void embed_batch(const Matrix& tok_embd, const Batch& batch, bool non_causal_ok, float* x);
+
+// tanh-approximated GELU as ggml-cpu evaluates it: through a table indexed by the fp16
+// bits of x holding fp16(gelu(x)), 0 below -10 and x above 10. Matching the table keeps
+// results within float rounding of llama.cpp instead of ~1e-3 away.
+float gelu_ggml(float x);
 // Final RMSNorm + output projection of the rows `mode` asks for (all n, or the last).
 // x: [n][n_embd], logits: [rows][n_vocab].
 void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,
@@ -98,6 +108,7 @@ struct AttnOptions {
   float scale = 1.f;               // multiplies q.k before the softmax
   float q_scale = 1.f;             // multiplies Q after RoPE (Gemma 3 scales Q, not the scores)
   int32_t window = 0;              // sliding window, 0 = all positions
+  bool non_causal = false;         // the batch attends bidirectionally within itself (AttentionParams)
 };
 AttnOptions attention_options(const ModelConfig& c);
 // From fresh projections q: [n][n_head][hd], k, v: [n][n_kv][hd] (q, k changed in place):

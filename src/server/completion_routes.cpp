@@ -10,9 +10,13 @@
 namespace ws::server {
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body));
+  const ChatRequest cr = parse_chat_request(parse_body(req.body), cfg_.allow_local_files);
   const RenderedText text = chat_.render(cr.messages, cr.tools);
-  TurnRequest turn = make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, "messages");
+  // Images are decoded and laid out here (bad ones are 400 before waiting for a slot);
+  // they are encoded only if the turn must compute their positions.
+  TurnRequest turn = cr.images.empty()
+                         ? make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, "messages")
+                         : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx);
   respond(res, make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
 }
 

@@ -30,8 +30,8 @@ bool same_secret(const std::string& given, const std::string& key) {
 }  // namespace
 
 Server::Server(ServerConfig config, const Tokenizer& tok, PrefixCache& cache, SlotPool& slots,
-               const ChatFormatter& chat)
-    : cfg_(std::move(config)), tok_(tok), cache_(cache), slots_(slots), chat_(chat),
+               const ChatFormatter& chat, VisionSupport vision)
+    : cfg_(std::move(config)), tok_(tok), cache_(cache), slots_(slots), chat_(chat), vision_(vision),
       http_(std::make_unique<httplib::Server>()) {
   const size_t threads = size_t(std::max(4, cfg_.http_threads));
   // Waiting for a slot happens on an HTTP thread, so the pool must hold every running

@@ -3,10 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "cache/prefix_cache.h"
 #include "server/chat_format.h"
+#include "server/media_turn.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -29,11 +31,14 @@ struct ServerConfig {
   std::string model_name;   // listed by /v1/models, echoed when a request names none
   int32_t n_ctx = 4096;
   int http_threads = 32;    // must cover running + queued requests + a few quick ones
+  bool allow_local_files = false;  // file:// image URLs are read (--allow-local-files)
 };
 
 class Server {
  public:
-  Server(ServerConfig config, const Tokenizer& tok, PrefixCache& cache, SlotPool& slots, const ChatFormatter& chat);
+  // `vision` (serve --mmproj) must outlive the server; without it image requests are 400.
+  Server(ServerConfig config, const Tokenizer& tok, PrefixCache& cache, SlotPool& slots, const ChatFormatter& chat,
+         VisionSupport vision = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -60,6 +65,8 @@ class Server {
   PrefixCache& cache_;
   SlotPool& slots_;
   const ChatFormatter& chat_;
+  VisionSupport vision_;
+  std::mutex encode_mu_;  // one image encode at a time on vision_.pool
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
 };

@@ -3,6 +3,8 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "vision/image_url.h"
+#include "vision/media.h"
 
 namespace ws::server {
 namespace {
@@ -113,22 +115,45 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
   return g;
 }
 
-// Content parts [{type: "text", text}] become one string: chat templates expect strings.
-json flatten_content(const json& content, const std::string& where) {
+// Content parts become one string (chat templates expect strings): text parts joined by
+// newlines, each image_url part replaced by vision::kMediaMarker at its spot, its bytes
+// appended to `images` in order (the media prompt builder pairs marker i with image i).
+json flatten_content(const json& content, const std::string& where, bool allow_local_files,
+                     std::vector<std::vector<uint8_t>>& images) {
   if (content.is_null() || content.is_string()) return content;
   if (!content.is_array()) throw wrong_type(where, "a string or an array of content parts", content);
   std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      throw bad_request("'" + where + "': only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
-                        where, "invalid_value");
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
+                                 ? part["type"].get<std::string>() : "";
+    std::string piece;
+    if (type == "text" && part.contains("text") && part["text"].is_string()) {
+      piece = part["text"].get<std::string>();
+    } else if (type == "image_url") {
+      // OpenAI sends {"url": ...}; some clients send the URL string itself.
+      const json* img = part.contains("image_url") ? &part["image_url"] : nullptr;
+      const json* url = img && img->is_object() && img->contains("url") ? &(*img)["url"] : img;
+      if (!url || !url->is_string())
+        throw bad_request("'" + at + ".image_url.url' must be a string", at + ".image_url.url", "invalid_type");
+      try {
+        images.push_back(vision::load_image_url(url->get<std::string>(), allow_local_files));
+      } catch (const vision::ImageError& e) {
+        throw bad_request("'" + at + ".image_url': " + e.what(), at + ".image_url", "invalid_image");
+      }
+      piece = vision::kMediaMarker;
+    } else {
+      throw bad_request("'" + where + "': only text and image_url content parts are supported", where,
+                        "invalid_value");
+    }
     if (!text.empty()) text += "\n";
-    text += part["text"].get<std::string>();
+    text += piece;
   }
   return text;
 }
 
-json parse_messages(const json& body) {
+json parse_messages(const json& body, bool allow_local_files, std::vector<std::vector<uint8_t>>& images) {
   const json* msgs = field(body, "messages");
   if (!msgs) throw bad_request("'messages' is required", "messages", "missing_required_parameter");
   if (!msgs->is_array()) throw wrong_type("messages", "an array", *msgs);
@@ -141,7 +166,7 @@ json parse_messages(const json& body) {
     if (!m.contains("role") || !m["role"].is_string())
       throw bad_request("'" + where + ".role' must be a string", where + ".role", "invalid_type");
     json copy = m;
-    if (m.contains("content")) copy["content"] = flatten_content(m["content"], where + ".content");
+    if (m.contains("content")) copy["content"] = flatten_content(m["content"], where + ".content", allow_local_files, images);
     out.push_back(std::move(copy));
   }
   return out;
@@ -160,9 +185,9 @@ json parse_body(const std::string& body) {
   return j;
 }
 
-ChatRequest parse_chat_request(const json& body) {
+ChatRequest parse_chat_request(const json& body, bool allow_local_files) {
   ChatRequest r;
-  r.messages = parse_messages(body);
+  r.messages = parse_messages(body, allow_local_files, r.images);
   if (const json* tools = field(body, "tools")) {
     if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
     r.tools = *tools;

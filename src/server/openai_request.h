@@ -25,6 +25,9 @@ using Json = nlohmann::ordered_json;
 
 struct ChatRequest {
   Json messages;  // validated; array content parts flattened to strings
+  // Encoded bytes of the image_url parts, in order; each left vision::kMediaMarker in its
+  // message's text.
+  std::vector<std::vector<uint8_t>> images;
   Json tools;     // null when absent
   GenerationOptions gen;
 };
@@ -37,7 +40,8 @@ struct CompletionRequest {
 // Parses a request body; malformed JSON or a non-object is a 400.
 Json parse_body(const std::string& body);
 
-ChatRequest parse_chat_request(const Json& body);
+// `allow_local_files`: file:// image URLs are read (serve --allow-local-files).
+ChatRequest parse_chat_request(const Json& body, bool allow_local_files = false);
 CompletionRequest parse_completion_request(const Json& body);
 
 }  // namespace ws::server

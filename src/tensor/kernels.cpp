@@ -198,6 +198,17 @@ void check_matmul_args(const Matrix& w, int64_t n_tokens) {
 
 namespace detail {
 
+// WARMSTART_ISA=avx2 keeps the plain AVX2 tiles (for comparison; same results).
+bool cpu_has_vnni() {
+  static const bool has = [] {
+    const char* env = std::getenv("WARMSTART_ISA");
+    if (env && std::string(env) == "avx2") return false;
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+  }();
+  return has;
+}
+
 DType dot_type(DType wtype) {
   switch (wtype) {
     case DType::q8_0: case DType::q4_0: return DType::q8_0;
@@ -248,9 +259,17 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   a.n_tokens = n_tokens;
   a.y = y;
   a.y_stride = w.rows;
-  a.x_stride = row_bytes(dt, w.cols);
+  // The AVX2 F16 kernel takes its f16-rounded activations widened back to f32 (the same
+  // values; it saves a conversion per tile), see OpsF16.
+  const bool f16_as_f32 = isa == Isa::avx2 && w.type == DType::f16;
+  a.x_stride = f16_as_f32 ? size_t(w.cols) * sizeof(float) : row_bytes(dt, w.cols);
   std::vector<uint8_t> xconv;  // [n_tokens][x_stride bytes] activations in the dot type
-  if (dt == DType::f32) {
+  if (f16_as_f32) {
+    xconv.resize(size_t(n_tokens) * a.x_stride);
+    auto* xf = reinterpret_cast<float*>(xconv.data());
+    for (int64_t i = 0; i < n_tokens * w.cols; ++i) xf[i] = f16_to_f32(f32_to_f16(x[i]));
+    a.x = xconv.data();
+  } else if (dt == DType::f32) {
     a.x = reinterpret_cast<const uint8_t*>(x);  // no conversion needed
   } else {
     xconv.resize(size_t(n_tokens) * a.x_stride);
@@ -266,7 +285,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   const int64_t n_tiles = (w.rows + detail::kRowTile - 1) / detail::kRowTile;
   const int64_t macs_per_tile = detail::kRowTile * w.cols * n_tokens;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, macs_per_tile));
-  const auto rows_fn = (isa == Isa::avx2) ? detail::matmul_rows_avx2 : detail::matmul_rows_scalar;
+  auto rows_fn = (isa == Isa::avx2) ? detail::matmul_rows_avx2 : detail::matmul_rows_scalar;
+  if (isa == Isa::avx2 && detail::cpu_has_vnni() && (w.type == DType::q8_0 || w.type == DType::q4_0))
+    rows_fn = [](const detail::MatmulArgs& m, int64_t r0, int64_t r1) { detail::matmul_rows_vnni(m, r0, r1); };
   pool.parallel_for(n_tiles, grain, [&](int64_t b, int64_t e) {
     rows_fn(a, b * detail::kRowTile, std::min(w.rows, e * detail::kRowTile));
   });

@@ -24,17 +24,10 @@
 #include <stdexcept>
 
 #include "tensor/kernels_impl.h"
+#include "tensor/kernels_tile.h"
 
 namespace ws::detail {
 namespace {
-
-// Fixed-order horizontal sum of 8 lanes.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline float h2f(f16_bits h) { return _cvtsh_ss(h); }
 
@@ -48,7 +41,7 @@ inline __m256i dot_s8(__m256i abs_w, __m256i w, __m256i x) {
 // ---- float types: a block is 8 elements; cols need not be a multiple of 8 ----
 
 struct OpsF32 {
-  static constexpr int kElems = 8, kElemBytes = 4, kT = 3;
+  static constexpr int kElems = 8, kElemBytes = 4, kXElemBytes = 4, kT = 3, kR1 = 8;
   static constexpr bool kTail = true;
   using W = __m256;
   using X = __m256;
@@ -60,17 +53,20 @@ struct OpsF32 {
   static __m256 step(W w, X x, __m256 acc) { return _mm256_fmadd_ps(w, x, acc); }
 };
 
+// F16 weights; the activations arrive already rounded to f16 but stored as f32 (the
+// driver widens them once per row), so a tile converts only weight blocks. The products
+// are the same floats as with f16 activations converted here.
 struct OpsF16 : OpsF32 {
-  static constexpr int kElemBytes = 2;
+  static constexpr int kElemBytes = 2, kXElemBytes = 4;
   static __m256 load(const uint8_t* row, int64_t b) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * b)));
   }
   static W load_w(const uint8_t* row, int64_t b) { return load(row, b); }
-  static X load_x(const uint8_t* row, int64_t b) { return load(row, b); }
+  static X load_x(const uint8_t* row, int64_t b) { return OpsF32::load(row, b); }
 };
 
 struct OpsBF16 : OpsF32 {
-  static constexpr int kElemBytes = 2;
+  static constexpr int kElemBytes = 2, kXElemBytes = 2;
   static __m256 load(const uint8_t* row, int64_t b) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * b));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -87,23 +83,29 @@ struct UnpackedQ32 {
   float d;        // weight block scale
 };
 
+// An activation block loaded once per tile and reused for all R rows.
+struct LoadedQ8 {
+  __m256i q;  // 32 signed activation levels
+  float d;    // block scale
+};
+
 struct OpsQ8_0 {
-  static constexpr int kElems = QK8_0, kElemBytes = 0, kT = 2;
+  static constexpr int kElems = QK8_0, kElemBytes = 0, kT = 2, kR1 = 4;
   static constexpr bool kTail = false;
   using W = UnpackedQ32;
-  using X = const block_q8_0*;
+  using X = LoadedQ8;
   static W load_w(const uint8_t* row, int64_t b) {
     const auto* blk = reinterpret_cast<const block_q8_0*>(row) + b;
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
     return {q, _mm256_sign_epi8(q, q), h2f(blk->d)};
   }
   static X load_x(const uint8_t* row, int64_t b) {
-    return reinterpret_cast<const block_q8_0*>(row) + b;
+    const auto* blk = reinterpret_cast<const block_q8_0*>(row) + b;
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs)), h2f(blk->d)};
   }
-  static __m256 step(const W& w, X x, __m256 acc) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs));
-    const __m256 scale = _mm256_set1_ps(w.d * h2f(x->d));
-    return _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot_s8(w.abs_q, w.q, xq)), acc);
+  static __m256 step(const W& w, const X& x, __m256 acc) {
+    const __m256 scale = _mm256_set1_ps(w.d * x.d);
+    return _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot_s8(w.abs_q, w.q, x.q)), acc);
   }
 };
 
@@ -202,7 +204,7 @@ __attribute__((noinline)) __m256 step_k4(const UnpackedK4& w, const block_q8_k* 
 }
 
 struct OpsQ4_K {
-  static constexpr int kElems = QK_K, kElemBytes = 0, kT = 4;
+  static constexpr int kElems = QK_K, kElemBytes = 0, kT = 4, kR1 = 4;
   static constexpr bool kTail = false;
   using W = UnpackedK4;
   using X = const block_q8_k*;
@@ -273,73 +275,6 @@ struct OpsQ6_K : OpsQ4_K {
   }
   static __m256 step(const W& w, X x, __m256 acc) { return step_q6_k(w, x, acc); }
 };
-
-// ---- the register tile and the row-range driver ----
-
-// Loads a partial final block (n < kElems elements) zero-padded; only float types have
-// one. Padding contributes w*0 = +-0 to the accumulator, which leaves it unchanged.
-template <class Ops>
-__m256 load_tail(const uint8_t* row, int64_t b, int64_t n) {
-  alignas(32) uint8_t tmp[32] = {};  // [8] elements of the row type, zero padded
-  std::memcpy(tmp, row + b * Ops::kElems * Ops::kElemBytes, size_t(n) * Ops::kElemBytes);
-  return Ops::load_w(tmp, 0);
-}
-
-// y[t0+t][r0+r] for r < R, t < T.
-template <class Ops, int R, int T>
-void tile(const MatmulArgs& a, int64_t r0, int64_t t0) {
-  const uint8_t* wr[R];  // R weight rows
-  const uint8_t* xt[T];  // T activation rows
-  for (int r = 0; r < R; ++r) wr[r] = a.w + size_t(r0 + r) * a.w_stride;
-  for (int t = 0; t < T; ++t) xt[t] = a.x + size_t(t0 + t) * a.x_stride;
-  __m256 acc[R][T];  // one 8-lane f32 accumulator per output element
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  const int64_t nb = a.cols / Ops::kElems;
-  for (int64_t b = 0; b < nb; ++b) {
-    typename Ops::X xs[T];  // activation blocks, reused for all R rows
-    for (int t = 0; t < T; ++t) xs[t] = Ops::load_x(xt[t], b);
-    for (int r = 0; r < R; ++r) {
-      const typename Ops::W w = Ops::load_w(wr[r], b);  // reused for all T tokens
-      for (int t = 0; t < T; ++t) acc[r][t] = Ops::step(w, xs[t], acc[r][t]);
-    }
-  }
-  if constexpr (Ops::kTail) {
-    const int64_t rem = a.cols - nb * Ops::kElems;
-    if (rem > 0) {
-      for (int r = 0; r < R; ++r) {
-        const __m256 w = load_tail<Ops>(wr[r], nb, rem);
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = Ops::step(w, load_tail<Ops>(xt[t], nb, rem), acc[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r0 + r] = hsum(acc[r][t]);
-}
-
-// Tokens are processed in chunks whose converted activations fit in L2, so the weight
-// rows of a tile are read from memory once per chunk rather than once per token tile.
-constexpr int64_t kTokenChunk = 64;
-
-template <class Ops>
-void rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
-  constexpr int R = int(kRowTile), T = Ops::kT;
-  for (int64_t c0 = 0; c0 < a.n_tokens; c0 += kTokenChunk) {
-    const int64_t c1 = std::min(a.n_tokens, c0 + kTokenChunk);
-    int64_t r = r0;
-    for (; r + R <= r1; r += R) {
-      int64_t t = c0;
-      for (; t + T <= c1; t += T) tile<Ops, R, T>(a, r, t);
-      for (; t < c1; ++t) tile<Ops, R, 1>(a, r, t);
-    }
-    for (; r < r1; ++r) {  // leftover rows, one at a time
-      int64_t t = c0;
-      for (; t + T <= c1; t += T) tile<Ops, 1, T>(a, r, t);
-      for (; t < c1; ++t) tile<Ops, 1, 1>(a, r, t);
-    }
-  }
-}
 
 }  // namespace
 

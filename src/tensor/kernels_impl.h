@@ -29,6 +29,10 @@ DType dot_type(DType wtype);
 // r0, r1, n_tokens or the element's position in a tile: that is batch invariance.
 void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
+// AVX512-VNNI (256-bit) tiles for Q8_0/Q4_0, bit-identical to the AVX2 ones; false for
+// other weight types (nothing computed).
+bool matmul_rows_vnni(const MatmulArgs& a, int64_t r0, int64_t r1);
+bool cpu_has_vnni();
 
 // Row tile of the AVX2 kernel; the driver hands out row ranges in multiples of it so
 // that threads rarely fall back to edge tiles (correctness does not depend on it).

@@ -1,6 +1,7 @@
 // A persistent pool of worker threads with a cheap fork/join. The caller's thread takes
 // part as worker 0.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -20,19 +21,32 @@ class ThreadPool {
   int size() const { return n_threads_; }
   // Runs fn(thread_index, n_threads) on every thread and waits for all of them.
   void run(const std::function<void(int, int)>& fn);
-  // Splits [0, n) into contiguous chunks of at least `grain`, calls fn(begin, end).
+  // Splits [0, n) into chunks of at least `grain` (a few per thread) and calls
+  // fn(begin, end) for each, chunks claimed dynamically: a thread that is descheduled
+  // (a busy machine) or arrives late simply takes fewer chunks, and the caller never
+  // waits for a worker that has not started. fn must not depend on which thread runs it.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void worker(int index);
+  // Runs job on the caller and on the workers; all_threads: every worker must run it
+  // once (run()), else workers that come too late skip it (parallel_for()).
+  void dispatch(const std::function<void(int, int)>& job, bool all_threads);
   int n_threads_;
   std::vector<std::thread> threads_;
+  // Workers spin on generation_ for a short while (decode issues hundreds of small jobs
+  // per token and a futex wake-up costs more than one of them), then sleep on cv_start_.
+  // ticket_ = generation << 16 | open bit | workers inside the job: a worker enters a job
+  // only while it is open, and the caller closes it once nobody is inside, so job_ is
+  // never read after the caller returned.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int> done_{0};  // workers that finished the current job
   std::mutex mu_;
-  std::condition_variable cv_start_, cv_done_;
+  std::condition_variable cv_start_;
+  int sleepers_ = 0;  // workers blocked on cv_start_ (under mu_)
   const std::function<void(int, int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace ws

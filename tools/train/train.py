@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--attn-layers", default="2,5")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=500)
+    ap.add_argument("--init-from", default="", help="start from this checkpoint's weights (a new schedule)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -95,6 +96,9 @@ def main():
     cfg = Config(tok.n_vocab, n_embd=args.n_embd, n_ff=args.n_ff, n_head=args.n_head, n_head_kv=args.n_head_kv,
                  attn_layers=[int(a) for a in args.attn_layers.split(",")], n_layer=args.n_layer)
     model = LFM2(cfg)
+    if args.init_from:
+        model.load_state_dict(torch.load(args.init_from, map_location="cpu")["model"])
+        print(f"weights from {args.init_from}", flush=True)
     print(f"{sum(p.numel() for p in model.parameters())} parameters", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.endswith("conv")]
     other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.endswith("conv"))]

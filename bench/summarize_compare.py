@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Ratio table (warmstart / peer throughput) from bench/compare.sh's JSON lines.
+
+Each (engine, arch, type, test) may have several rounds; the table uses the median of the
+per-round means, and shows the spread (min..max of the round means) because the machine
+the numbers come from may be shared and noisy."""
+import json
+import platform
+import statistics
+import sys
+from collections import defaultdict
+from datetime import datetime, timezone
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main(path):
+    runs = defaultdict(list)  # (arch, type, test) -> engine -> [avg_ts per round]
+    threads = set()
+    for line in open(path):
+        r = json.loads(line)
+        test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+        runs[(r["arch"], r["type"], test)].append((r["engine"], r["avg_ts"]))
+        threads.add(r.get("n_threads"))
+    print(f"# warmstart vs llama.cpp (node-llama-cpp@3.21.1)\n")
+    print(f"- CPU: {cpu_model()}  \n- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  "
+          f"\n- threads: {', '.join(str(t) for t in sorted(x for x in threads if x))}  \n- raw: {path}\n")
+    print("| model | type | test | warmstart t/s (min..max) | llama.cpp t/s (min..max) | ratio |")
+    print("|---|---|---|---|---|---|")
+    for (arch, typ, test), rows in sorted(runs.items()):
+        by = defaultdict(list)
+        for e, ts in rows:
+            by[e].append(ts)
+        cell = lambda v: f"{statistics.median(v):.2f} ({min(v):.1f}..{max(v):.1f})" if v else "-"
+        w, p = by.get("warmstart", []), by.get("peer", [])
+        ratio = f"{statistics.median(w) / statistics.median(p):.2f}x" if w and p else "-"
+        print(f"| {arch} | {typ} | {test} | {cell(w)} | {cell(p)} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

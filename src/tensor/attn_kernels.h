@@ -1,0 +1,42 @@
+// Vector kernels for attention over K/V rows read in place (f32 or f16 storage), with a
+// scalar reference and an AVX2/FMA path chosen by Isa.
+//
+// Batch invariance: the result for one key (a score) or one output element depends only
+// on the inputs and head_dim, never on how many keys are passed per call; keys are
+// folded into `out` strictly in the order given. Callers therefore get the same bits for
+// a query whatever micro-batch or thread it is computed in.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/kernels.h"
+
+namespace ws {
+
+// A run of n key or value rows: row j starts at data + j * stride elements.
+struct KvRows {
+  const void* data = nullptr;
+  size_t stride = 0;   // elements between consecutive rows
+  bool f16 = false;    // element type: f16 if true, else f32
+  int32_t n = 0;
+};
+
+// scores[j] = scale * dot(q, k_j) for j < k.n; q: [hd] f32.
+void attn_scores(const float* q, const KvRows& k, int32_t hd, float scale, float* scores, Isa isa);
+// out[d] += p[j] * v_j[d] for j = 0 .. v.n-1 in order; p: [v.n], out: [hd] f32.
+void attn_accumulate(const float* p, const KvRows& v, int32_t hd, float* out, Isa isa);
+// x[i] = exp(x[i] - max) for i < n, returns their sum (accumulated in a fixed order).
+float softmax_exp(float* x, int32_t n, float max, Isa isa);
+
+// One row of a selective-scan state: s[i] = s[i] * decay + b[i] * x for i < n, returns
+// sum_i s[i] * c[i] (new state) accumulated in a fixed order that depends only on n.
+float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa);
+
+namespace detail {
+float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);
+void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
+void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* out);
+float softmax_exp_avx2(float* x, int32_t n, float max);
+}  // namespace detail
+
+}  // namespace ws

@@ -1,0 +1,174 @@
+// AVX2/FMA/F16C attention kernels (compiled with -mavx2 -mfma -mf16c; called only after
+// the run-time CPU check). Float arithmetic is written as intrinsics so the compiler
+// cannot contract it differently in different call sites.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "tensor/attn_kernels.h"
+#include "tensor/dtype.h"
+
+namespace ws::detail {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <bool F16>
+inline __m256 load8(const void* base, size_t i) {
+  if constexpr (F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i)));
+  else
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+}
+
+template <bool F16>
+inline float load1(const void* base, size_t i) {
+  if constexpr (F16) return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
+  else return static_cast<const float*>(base)[i];
+}
+
+// dot(q, row) over hd: lanes of 8 folded into one accumulator in d order, then a fixed
+// horizontal sum, then the (hd % 8) tail in order. Four keys are interleaved only to
+// overlap their latency chains; each key's own sequence is unchanged.
+template <bool F16>
+void scores_impl(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
+  const int32_t hd8 = hd & ~7;
+  int32_t j = 0;
+  for (; j + 4 <= k.n; j += 4) {
+    const size_t b0 = size_t(j) * k.stride, b1 = b0 + k.stride, b2 = b1 + k.stride, b3 = b2 + k.stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t d = 0; d < hd8; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + d);
+      a0 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b0 + size_t(d)), a0);
+      a1 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b1 + size_t(d)), a1);
+      a2 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b2 + size_t(d)), a2);
+      a3 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b3 + size_t(d)), a3);
+    }
+    float s[4] = {hsum(a0), hsum(a1), hsum(a2), hsum(a3)};
+    const size_t bs[4] = {b0, b1, b2, b3};
+    for (int i = 0; i < 4; ++i) {
+      for (int32_t d = hd8; d < hd; ++d) s[i] = std::fmaf(q[d], load1<F16>(k.data, bs[i] + size_t(d)), s[i]);
+      scores[j + i] = s[i] * scale;
+    }
+  }
+  for (; j < k.n; ++j) {
+    const size_t b = size_t(j) * k.stride;
+    __m256 a = _mm256_setzero_ps();
+    for (int32_t d = 0; d < hd8; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<F16>(k.data, b + size_t(d)), a);
+    float s = hsum(a);
+    for (int32_t d = hd8; d < hd; ++d) s = std::fmaf(q[d], load1<F16>(k.data, b + size_t(d)), s);
+    scores[j] = s * scale;
+  }
+}
+
+// out[d0 .. d0 + 8R) += sum_j p[j] v_j[...], keys in order, the block kept in registers.
+template <bool F16, int R>
+void accumulate_block(const float* p, const KvRows& v, int32_t d0, float* out) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(out + d0 + 8 * r);
+  for (int32_t j = 0; j < v.n; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const size_t b = size_t(j) * v.stride + size_t(d0);
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(pj, load8<F16>(v.data, b + 8 * r), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + d0 + 8 * r, acc[r]);
+}
+
+template <bool F16>
+void accumulate_impl(const float* p, const KvRows& v, int32_t hd, float* out) {
+  const int32_t hd8 = hd & ~7;
+  int32_t d0 = 0;
+  for (; d0 + 64 <= hd8; d0 += 64) accumulate_block<F16, 8>(p, v, d0, out);
+  for (; d0 < hd8; d0 += 8) accumulate_block<F16, 1>(p, v, d0, out);
+  for (int32_t d = hd8; d < hd; ++d)
+    for (int32_t j = 0; j < v.n; ++j) out[d] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(d)), out[d]);
+}
+
+// exp(x) for x <= 0 (softmax arguments): 2^n * P(r), r = x - n ln2 in [-ln2/2, ln2/2],
+// P a degree-6 Taylor-like polynomial (max rel. error ~2e-7); x < -87 gives 0.
+inline __m256 exp_neg(__m256 x) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
+  r = _mm256_fnmadd_ps(n, ln2_lo, r);
+  __m256 poly = _mm256_set1_ps(1.0f / 720.0f);
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 120.0f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 24.0f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 6.0f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(0.5f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 y = _mm256_mul_ps(poly, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(underflow, y);
+}
+
+}  // namespace
+
+void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
+  if (k.f16) scores_impl<true>(q, k, hd, scale, scores);
+  else scores_impl<false>(q, k, hd, scale, scores);
+}
+
+void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* out) {
+  if (v.f16) accumulate_impl<true>(p, v, hd, out);
+  else accumulate_impl<false>(p, v, hd, out);
+}
+
+float softmax_exp_avx2(float* x, int32_t n, float max) {
+  const __m256 m = _mm256_set1_ps(max);
+  __m256 acc = _mm256_setzero_ps();
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum(acc);
+  if (i < n) {  // the tail through the same vector exp, zero lanes masked out of the sum
+    alignas(32) float tmp[8];
+    for (int k = 0; k < 8; ++k) tmp[k] = i + k < n ? x[i + k] : max;
+    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(tmp), m));
+    _mm256_store_ps(tmp, e);
+    for (int32_t k = 0; i + k < n; ++k) {
+      x[i + k] = tmp[k];
+      sum += tmp[k];
+    }
+  }
+  return sum;
+}
+
+float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n) {
+  const __m256 dv = _mm256_set1_ps(decay), xv = _mm256_set1_ps(x);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;  // even / odd 8-blocks, joined at the end
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 s0 = _mm256_fmadd_ps(_mm256_loadu_ps(s + i), dv, _mm256_mul_ps(_mm256_loadu_ps(b + i), xv));
+    const __m256 s1 = _mm256_fmadd_ps(_mm256_loadu_ps(s + i + 8), dv, _mm256_mul_ps(_mm256_loadu_ps(b + i + 8), xv));
+    _mm256_storeu_ps(s + i, s0);
+    _mm256_storeu_ps(s + i + 8, s1);
+    acc0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(c + i), acc0);
+    acc1 = _mm256_fmadd_ps(s1, _mm256_loadu_ps(c + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 s0 = _mm256_fmadd_ps(_mm256_loadu_ps(s + i), dv, _mm256_mul_ps(_mm256_loadu_ps(b + i), xv));
+    _mm256_storeu_ps(s + i, s0);
+    acc0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(c + i), acc0);
+  }
+  float acc = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) {
+    s[i] = std::fmaf(s[i], decay, b[i] * x);
+    acc = std::fmaf(s[i], c[i], acc);
+  }
+  return acc;
+}
+
+}  // namespace ws::detail
