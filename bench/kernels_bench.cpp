@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> wq(size_t(rows) * stride);  // [rows][stride] quantized weights
     for (int64_t r = 0; r < rows; ++r)
       ws::quantize_row(*t, wf.data() + r * cols, wq.data() + r * stride, cols);
-    const ws::Matrix w{*t, rows, cols, wq.data()};
+    // As models load them: Q8_0 rows repacked once for the SIMD kernel.
+    const ws::Matrix w = ws::pack_for_cpu(ws::Matrix{*t, rows, cols, wq.data()});
     for (ws::Isa isa : isas) {
       for (int threads : thread_counts) {
         ws::ThreadPool pool(threads);

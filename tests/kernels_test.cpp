@@ -137,7 +137,7 @@ TEST_P(MatmulCase, MatchesFloat64Reference) {
           << dtype_name(c.type) << " isa " << int(isa) << " element " << i;
     outs.push_back(std::move(y));
   }
-  if (outs.size() == 2) {  // scalar vs AVX2: same integer sums, different float summation
+  if (outs.size() == 2) {  // scalar vs AVX2: same integer sums, float summation may differ
     for (size_t i = 0; i < outs[0].size(); ++i)
       ASSERT_NEAR(outs[0][i], outs[1][i], 1e-5 * ref.mag[i] + 1e-30) << i;
   }
@@ -177,6 +177,33 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulCase, ::testing::ValuesIn(kCases),
                            return std::string(dtype_name(info.param.type)) + "_" +
                                   std::to_string(info.param.cols);
                          });
+
+// Q8_0/Q4_0 define one float sequence per output (kernels_panel.h), so the scalar
+// reference, the SIMD panels (packed per call or once at load) and the few-token path all
+// give the same bits, for row counts that are not a multiple of the panel.
+TEST(Matmul, Q8BlockTypesBitIdenticalAcrossPaths) {
+  if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
+  for (DType t : {DType::q8_0, DType::q4_0}) {
+    for (int64_t rows : {int64_t(5), int64_t(37), int64_t(70)}) {
+      const int64_t cols = 32 * 41;  // not a multiple of the 32-block packing chunk
+      const Weights w = make_weights(t, rows, cols, 11);
+      const Matrix packed = pack_for_cpu(w.m);
+      EXPECT_EQ(t == DType::q8_0, bool(packed.packed)) << dtype_name(t);
+      for (int64_t n : {1, 3, 8, 13}) {
+        const auto x = random_floats(size_t(n * cols), 12);  // [n][cols] f32
+        ThreadPool pool(2);
+        std::vector<float> ref(size_t(n * rows)), y(size_t(n * rows));  // [n][rows] f32
+        matmul(w.m, x.data(), n, ref.data(), pool, Isa::scalar);
+        matmul(w.m, x.data(), n, y.data(), pool, Isa::avx2);
+        EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4))
+            << dtype_name(t) << " rows " << rows << " n " << n;
+        matmul(packed, x.data(), n, y.data(), pool, Isa::avx2);
+        EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4))
+            << "packed " << dtype_name(t) << " rows " << rows << " n " << n;
+      }
+    }
+  }
+}
 
 TEST(Matmul, ManyRowsSplitAcrossThreadsMatchSingleThread) {
   // Enough rows that every thread gets several tiles, plus a ragged end (1001 = 4*250+1).

@@ -206,6 +206,14 @@ void File::release() {
   mapped_ = false;
 }
 
+void File::release_pages(const uint8_t* p, size_t n) const {
+  if (!mapped_ || p < base_ || p + n > base_ + size_) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (uintptr_t(p) + page - 1) / page * page;  // whole pages inside
+  const uintptr_t last = (uintptr_t(p) + n) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 void File::fail(const std::string& what) const { throw GgufError(path_ + ": " + what); }
 
 File File::open(const std::string& path) {

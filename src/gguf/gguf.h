@@ -98,6 +98,11 @@ class File {
 
   [[noreturn]] void fail(const std::string& what) const;
 
+  // Tells the kernel that [p, p + n) of the mapping will not be read soon (the model keeps
+  // a repacked copy), so those pages leave this process's resident set; a later read
+  // faults them back in from the page cache. No-op for in-memory files.
+  void release_pages(const uint8_t* p, size_t n) const;
+
  private:
   File() = default;
   void parse();

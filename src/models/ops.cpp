@@ -275,7 +275,11 @@ Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_
            "], expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
   if (!traits(t.type).supported)
     f.fail("tensor '" + name + "' has type " + dtype_name(t.type) + ", which warmstart cannot compute with yet");
-  return Matrix{t.type, rows, cols, t.data};
+  Matrix m = pack_for_cpu(Matrix{t.type, rows, cols, t.data});
+  // The kernels read the repacked copy; the mapped original is only read again by
+  // get_row (embeddings) or a forced scalar run, so let its pages go.
+  if (m.packed) f.release_pages(t.data, t.nbytes);
+  return m;
 }
 
 const float* vector_f32(const gguf::File& f, const std::string& name, int64_t n) {

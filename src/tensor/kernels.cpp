@@ -8,6 +8,7 @@
 #include "tensor/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -36,7 +37,7 @@ float dot_f32(const float* w, const float* x, int64_t n) {
 
 float dot_f16(const f16_bits* w, const f16_bits* x, int64_t n) {
   float s = 0.f;
-  for (int64_t i = 0; i < n; ++i) s += f16_to_f32(w[i]) * f16_to_f32(x[i]);
+  for (int64_t i = 0; i < n; ++i) s = std::fma(f16_to_f32(w[i]), f16_to_f32(x[i]), s);
   return s;
 }
 
@@ -51,7 +52,7 @@ float dot_q8_0(const block_q8_0* w, const block_q8_0* x, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sumi = 0;
     for (int j = 0; j < QK8_0; ++j) sumi += int32_t(w[b].qs[j]) * x[b].qs[j];
-    s += float(sumi) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+    s = std::fma(float(sumi), f16_to_f32(w[b].d) * f16_to_f32(x[b].d), s);
   }
   return s;
 }
@@ -65,7 +66,7 @@ float dot_q4_0(const block_q4_0* w, const block_q8_0* x, int64_t nb) {
       const int hi = (w[b].qs[j] >> 4) - 8;    // element j + 16
       sumi += lo * x[b].qs[j] + hi * x[b].qs[j + QK4_0 / 2];
     }
-    s += float(sumi) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+    s = std::fma(float(sumi), f16_to_f32(w[b].d) * f16_to_f32(x[b].d), s);
   }
   return s;
 }
@@ -240,6 +241,55 @@ Isa detected_isa() {
   return isa;
 }
 
+namespace {
+
+// Activations converted to the weight's dot type, owned for the duration of one matmul.
+struct ConvertedActivations {
+  std::vector<uint8_t> rows;     // [n_tokens][x_stride bytes] in the dot type
+  std::vector<float> scales;     // [n_tokens][cols / 32] Q8_0 block scales (panel kernels)
+  std::vector<int32_t> corr;     // [n_tokens][cols / 32] -128 * block level sums
+};
+
+void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a, bool panels,
+                         ThreadPool& pool, ConvertedActivations& out) {
+  const DType dt = detail::dot_type(w.type);
+  if (dt == DType::f32) {
+    a.x = reinterpret_cast<const uint8_t*>(x);  // no conversion needed
+    return;
+  }
+  out.rows.resize(size_t(a.n_tokens) * a.x_stride);
+  const int64_t nb = w.cols / QK8_0;
+  if (panels) {
+    out.scales.resize(size_t(a.n_tokens * nb));
+    out.corr.resize(size_t(a.n_tokens * nb));
+  }
+  const int64_t grain = std::max<int64_t>(1, 16384 / w.cols);
+  pool.parallel_for(a.n_tokens, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint8_t* dst = out.rows.data() + size_t(t) * a.x_stride;
+      if (dt == DType::f16 && a.x_stride == size_t(w.cols) * sizeof(float)) {
+        auto* xf = reinterpret_cast<float*>(dst);  // f16-rounded, widened (kernels_f16_panel.h)
+        for (int64_t i = 0; i < w.cols; ++i) xf[i] = f16_to_f32(f32_to_f16(x[t * w.cols + i]));
+        continue;
+      }
+      convert_row(dt, x + t * w.cols, dst, w.cols);
+      if (!panels) continue;
+      const auto* blk = reinterpret_cast<const block_q8_0*>(dst);
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t sum = 0;
+        for (int j = 0; j < QK8_0; ++j) sum += blk[b].qs[j];
+        out.scales[size_t(t * nb + b)] = f16_to_f32(blk[b].d);
+        out.corr[size_t(t * nb + b)] = -128 * sum;
+      }
+    }
+  });
+  a.x = out.rows.data();
+  a.x_scale = out.scales.data();
+  a.x_corr = out.corr.data();
+}
+
+}  // namespace
+
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Isa isa) {
   check_matmul_args(w, n_tokens);
@@ -259,38 +309,53 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   a.n_tokens = n_tokens;
   a.y = y;
   a.y_stride = w.rows;
-  // The AVX2 F16 kernel takes its f16-rounded activations widened back to f32 (the same
-  // values; it saves a conversion per tile), see OpsF16.
+  // The SIMD F16 kernel takes its f16-rounded activations widened back to f32 (the same
+  // values; it saves a conversion per use), see kernels_f16_panel.h.
   const bool f16_as_f32 = isa == Isa::avx2 && w.type == DType::f16;
   a.x_stride = f16_as_f32 ? size_t(w.cols) * sizeof(float) : row_bytes(dt, w.cols);
-  std::vector<uint8_t> xconv;  // [n_tokens][x_stride bytes] activations in the dot type
-  if (f16_as_f32) {
-    xconv.resize(size_t(n_tokens) * a.x_stride);
-    auto* xf = reinterpret_cast<float*>(xconv.data());
-    for (int64_t i = 0; i < n_tokens * w.cols; ++i) xf[i] = f16_to_f32(f32_to_f16(x[i]));
-    a.x = xconv.data();
-  } else if (dt == DType::f32) {
-    a.x = reinterpret_cast<const uint8_t*>(x);  // no conversion needed
-  } else {
-    xconv.resize(size_t(n_tokens) * a.x_stride);
-    const int64_t grain = std::max<int64_t>(1, 16384 / w.cols);
-    pool.parallel_for(n_tokens, grain, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        convert_row(dt, x + t * w.cols, xconv.data() + size_t(t) * a.x_stride, w.cols);
-    });
-    a.x = xconv.data();
-  }
-  // Split rows in whole tiles; a chunk should hold enough multiply-adds (~64K) to be
-  // worth a thread wake-up.
-  const int64_t n_tiles = (w.rows + detail::kRowTile - 1) / detail::kRowTile;
-  const int64_t macs_per_tile = detail::kRowTile * w.cols * n_tokens;
-  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, macs_per_tile));
-  auto rows_fn = (isa == Isa::avx2) ? detail::matmul_rows_avx2 : detail::matmul_rows_scalar;
-  if (isa == Isa::avx2 && detail::cpu_has_vnni() && (w.type == DType::q8_0 || w.type == DType::q4_0))
-    rows_fn = [](const detail::MatmulArgs& m, int64_t r0, int64_t r1) { detail::matmul_rows_vnni(m, r0, r1); };
+  // Q8_0/Q4_0 and F16 weights run on row panels (kernels_panel.h, kernels_f16_panel.h)
+  // on the SIMD paths; Q8_0 panels also take per-block activation sums and scales.
+  const bool q8_panels = isa == Isa::avx2 && dt == DType::q8_0;
+  const bool panels = q8_panels || f16_as_f32;
+  const bool vnni = panels && detail::cpu_has_vnni();
+  ConvertedActivations conv;
+  convert_activations(w, x, a, q8_panels, pool, conv);
+  // Split rows in whole tiles (panels); a chunk should hold enough multiply-adds (~64K)
+  // to be worth a thread wake-up.
+  const int64_t tile = !panels ? detail::kRowTile
+                       : vnni  ? detail::kPanelRowsVnni
+                               : detail::kPanelRowsAvx2;
+  if (panels && w.packed && w.packed->panel_rows == tile) a.packed = w.packed->data();
+  const int64_t n_tiles = (w.rows + tile - 1) / tile;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, tile * w.cols * n_tokens));
+  auto rows_fn = isa == Isa::avx2 ? detail::matmul_rows_avx2 : detail::matmul_rows_scalar;
+  if (vnni) rows_fn = detail::matmul_panels_vnni;
   pool.parallel_for(n_tiles, grain, [&](int64_t b, int64_t e) {
-    rows_fn(a, b * detail::kRowTile, std::min(w.rows, e * detail::kRowTile));
+    rows_fn(a, b * tile, std::min(w.rows, e * tile));
   });
+}
+
+Matrix pack_for_cpu(const Matrix& w) {
+  if ((w.type != DType::q8_0 && w.type != DType::f16) || w.rows == 0 || w.cols == 0 || !w.data || detected_isa() != Isa::avx2)
+    return w;
+  check_matmul_args(w, 1);
+  const bool vnni = detail::cpu_has_vnni();
+  auto packed = std::make_shared<PackedRows>();
+  packed->panel_rows = vnni ? detail::kPanelRowsVnni : detail::kPanelRowsAvx2;
+  const int64_t n_panels = (w.rows + packed->panel_rows - 1) / packed->panel_rows;
+  const size_t panel_bytes = size_t(packed->panel_rows) *
+                             (w.type == DType::f16 ? size_t(w.cols) * 2 : size_t(w.cols / QK8_0) * 9 * 4);
+  packed->lines.resize((size_t(n_panels) * panel_bytes + sizeof(PackedRows::Line) - 1) / sizeof(PackedRows::Line));
+  detail::MatmulArgs a;
+  a.wtype = w.type;
+  a.w = w.data;
+  a.w_stride = w.row_stride();
+  a.cols = w.cols;
+  a.y_stride = w.rows;
+  (vnni ? detail::pack_panels_vnni : detail::pack_panels_avx2)(a, 0, n_panels, packed->lines.front().bytes);
+  Matrix out = w;
+  out.packed = std::move(packed);
+  return out;
 }
 
 void get_row(const Matrix& w, int64_t row, float* dst) {

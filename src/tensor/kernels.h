@@ -5,21 +5,45 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "tensor/dtype.h"
 #include "tensor/threadpool.h"
 
 namespace ws {
 
+// Rows of a Q8_0 or F16 matrix repacked once at load for this CPU's panel kernels: panels
+// of P rows; Q8_0 (kernels_panel.h): per 32-element block, 8 vectors of P x 4 levels and
+// one vector of P f32 scales; F16 (kernels_f16_panel.h): [cols][P] f16.
+struct PackedRows {
+  struct alignas(64) Line {
+    uint8_t bytes[64];
+  };
+  int64_t panel_rows = 0;  // P: 16 (AVX512-VNNI) or 8 (AVX2)
+  std::vector<Line> lines;  // [ceil(rows / P)][panel bytes, see above] as 64-byte lines
+  const uint8_t* data() const { return lines.front().bytes; }
+};
+
 // A read-only weight matrix as stored in GGUF: `rows` rows of `cols` elements each,
 // type `type`, rows contiguous (row stride = row_bytes(type, cols)). y = W x.
 struct Matrix {
+  Matrix() = default;
+  Matrix(DType t, int64_t r, int64_t c, const uint8_t* d) : type(t), rows(r), cols(c), data(d) {}
+
   DType type = DType::f32;
   int64_t rows = 0;  // output features (ggml ne[1])
   int64_t cols = 0;  // input features (ggml ne[0])
   const uint8_t* data = nullptr;
+  // Optional repacked copy (pack_for_cpu); shared by copies of the Matrix, immutable.
+  std::shared_ptr<const PackedRows> packed;
   size_t row_stride() const { return row_bytes(type, cols); }
 };
+
+// `w` plus a repacked copy of its rows where this CPU's kernels have a packed layout for
+// its type (Q8_0 and F16 with AVX2 or AVX-512); otherwise `w` unchanged. Results are
+// bit-identical either way; packing removes the per-call repacking (decode speed).
+Matrix pack_for_cpu(const Matrix& w);
 
 enum class Isa { scalar, avx2 };
 Isa detected_isa();  // what this CPU supports (AVX2+FMA+F16C -> avx2)

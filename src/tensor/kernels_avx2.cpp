@@ -14,9 +14,10 @@
 // for the same (row, token). All float arithmetic is written as intrinsics (never as
 // `a * b + c` in C++), so -ffp-contract cannot fuse differently in different tiles.
 //
-// Scalar vs AVX2: the integer part of each block dot is exact in both; they differ only
-// in how the per-block float terms are summed (8 lanes + horizontal sum here, one
-// running sum in the scalar reference), so results agree to float rounding, not bits.
+// Scalar vs AVX2: the integer part of each block dot is exact in both. Q8_0/Q4_0 use the
+// same float sequence as the scalar reference (kernels_panel.h), so they match it bit for
+// bit; the other types sum the per-block float terms in 8 lanes + a horizontal sum here
+// and in one running sum there, so they agree to float rounding, not bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -24,19 +25,14 @@
 #include <stdexcept>
 
 #include "tensor/kernels_impl.h"
+#include "tensor/kernels_f16_panel.h"
+#include "tensor/kernels_panel.h"
 #include "tensor/kernels_tile.h"
 
 namespace ws::detail {
 namespace {
 
 inline float h2f(f16_bits h) { return _cvtsh_ss(h); }
-
-// Sum of products of 32 signed bytes, as 8 int32 lanes (lane k: bytes 4k..4k+3).
-// maddubs wants unsigned x signed, so |w| is multiplied by x carrying w's sign.
-inline __m256i dot_s8(__m256i abs_w, __m256i w, __m256i x) {
-  const __m256i prod16 = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(x, w));
-  return _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
-}
 
 // ---- float types: a block is 8 elements; cols need not be a multiple of 8 ----
 
@@ -53,18 +49,6 @@ struct OpsF32 {
   static __m256 step(W w, X x, __m256 acc) { return _mm256_fmadd_ps(w, x, acc); }
 };
 
-// F16 weights; the activations arrive already rounded to f16 but stored as f32 (the
-// driver widens them once per row), so a tile converts only weight blocks. The products
-// are the same floats as with f16 activations converted here.
-struct OpsF16 : OpsF32 {
-  static constexpr int kElemBytes = 2, kXElemBytes = 4;
-  static __m256 load(const uint8_t* row, int64_t b) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * b)));
-  }
-  static W load_w(const uint8_t* row, int64_t b) { return load(row, b); }
-  static X load_x(const uint8_t* row, int64_t b) { return OpsF32::load(row, b); }
-};
-
 struct OpsBF16 : OpsF32 {
   static constexpr int kElemBytes = 2, kXElemBytes = 2;
   static __m256 load(const uint8_t* row, int64_t b) {
@@ -75,49 +59,65 @@ struct OpsBF16 : OpsF32 {
   static X load_x(const uint8_t* row, int64_t b) { return load(row, b); }
 };
 
-// ---- Q8_0 / Q4_0 weights with Q8_0 activations: 32-element blocks ----
+// ---- Q8_0 / Q4_0: 8-row panels (kernels_panel.h) ----
 
-struct UnpackedQ32 {
-  __m256i q;      // 32 signed weight levels
-  __m256i abs_q;  // |q|, computed once per weight block and reused for T tokens
-  float d;        // weight block scale
+struct V256 {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kRows = 8;
+  static I from_lanes(const __m128i* l) { return _mm256_set_m128i(l[1], l[0]); }  // l[2]
+  // 4x4 transpose of int32 within each 128-bit lane.
+  static void transpose4(const I* a, I* o) {
+    const I t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+    const I t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+    o[0] = _mm256_unpacklo_epi64(t0, t2);
+    o[1] = _mm256_unpackhi_epi64(t0, t2);
+    o[2] = _mm256_unpacklo_epi64(t1, t3);
+    o[3] = _mm256_unpackhi_epi64(t1, t3);
+  }
+  static I prepare_levels(I w) { return w; }  // signed; block_dot moves the sign to x
+  static void store_scales(I* dst, const f16_bits* d) {
+    _mm256_store_ps(reinterpret_cast<float*>(dst),
+                    _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
+  }
+  static F load_scales(const I* src) { return _mm256_load_ps(reinterpret_cast<const float*>(src)); }
+  // maddubs wants unsigned x signed bytes: |w| times x carrying w's sign. No saturation:
+  // |w| <= 128 and |x| <= 127, so a pair of products fits in int16.
+  static I block_dot(const I* w, const int8_t* xq, int32_t /*corr: levels are signed*/) {
+    I s = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      int32_t x4;
+      std::memcpy(&x4, xq + 4 * g, 4);
+      const I prod16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w[g], w[g]),
+                                            _mm256_sign_epi8(_mm256_set1_epi32(x4), w[g]));
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(prod16, _mm256_set1_epi16(1)));
+    }
+    return s;
+  }
+  static F fma_block(I s, F dw, float dx, F acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
+  }
+  static F load_f16(const f16_bits* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F fma(F w, float x, F acc) { return _mm256_fmadd_ps(w, _mm256_set1_ps(x), acc); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static I row_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static F load_y(const float* y, int n) {
+    return n == kRows ? _mm256_loadu_ps(y) : _mm256_maskload_ps(y, row_mask(n));
+  }
+  static void store_y(float* y, int n, F v) {
+    if (n == kRows) _mm256_storeu_ps(y, v);
+    else _mm256_maskstore_ps(y, row_mask(n), v);
+  }
 };
 
-// An activation block loaded once per tile and reused for all R rows.
-struct LoadedQ8 {
-  __m256i q;  // 32 signed activation levels
-  float d;    // block scale
-};
-
-struct OpsQ8_0 {
-  static constexpr int kElems = QK8_0, kElemBytes = 0, kT = 2, kR1 = 4;
-  static constexpr bool kTail = false;
-  using W = UnpackedQ32;
-  using X = LoadedQ8;
-  static W load_w(const uint8_t* row, int64_t b) {
-    const auto* blk = reinterpret_cast<const block_q8_0*>(row) + b;
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
-    return {q, _mm256_sign_epi8(q, q), h2f(blk->d)};
-  }
-  static X load_x(const uint8_t* row, int64_t b) {
-    const auto* blk = reinterpret_cast<const block_q8_0*>(row) + b;
-    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs)), h2f(blk->d)};
-  }
-  static __m256 step(const W& w, const X& x, __m256 acc) {
-    const __m256 scale = _mm256_set1_ps(w.d * x.d);
-    return _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot_s8(w.abs_q, w.q, x.q)), acc);
-  }
-};
-
-struct OpsQ4_0 : OpsQ8_0 {
-  static W load_w(const uint8_t* row, int64_t b) {
-    const auto* blk = reinterpret_cast<const block_q4_0*>(row) + b;
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-    // Low nibbles are elements 0..15, high nibbles 16..31.
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-    const __m256i q = _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)),
-                                      _mm256_set1_epi8(8));
-    return {q, _mm256_sign_epi8(q, q), h2f(blk->d)};
+struct DotAvx2 {
+  static __m256i dot(__m256i w, __m256i x) {
+    const __m256i prod16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
   }
 };
 
@@ -278,13 +278,18 @@ struct OpsQ6_K : OpsQ4_K {
 
 }  // namespace
 
+void pack_panels_avx2(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out) {
+  if (a.wtype == DType::f16) pack_f16_panels<V256>(a, p0, p1, out);
+  else pack_panels<V256, UnpackQ8_0>(a, p0, p1, out);
+}
+
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
   switch (a.wtype) {
     case DType::f32: rows_range<OpsF32>(a, r0, r1); break;
-    case DType::f16: rows_range<OpsF16>(a, r0, r1); break;
+    case DType::f16: f16_rows_range<V256>(a, r0, r1); break;
     case DType::bf16: rows_range<OpsBF16>(a, r0, r1); break;
-    case DType::q8_0: rows_range<OpsQ8_0>(a, r0, r1); break;
-    case DType::q4_0: rows_range<OpsQ4_0>(a, r0, r1); break;
+    case DType::q8_0: panel_rows_range<V256, DotAvx2, UnpackQ8_0>(a, r0, r1); break;
+    case DType::q4_0: panel_rows_range<V256, DotAvx2, UnpackQ4_0>(a, r0, r1); break;
     case DType::q4_k: rows_range<OpsQ4_K>(a, r0, r1); break;
     case DType::q5_k: rows_range<OpsQ5_K>(a, r0, r1); break;
     case DType::q6_k: rows_range<OpsQ6_K>(a, r0, r1); break;

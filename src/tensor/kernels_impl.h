@@ -17,6 +17,11 @@ struct MatmulArgs {
   size_t x_stride = 0;         // bytes per activation row
   int64_t cols = 0;            // elements per row (shared by w and x)
   int64_t n_tokens = 0;
+  // Q8_0 activations (Q8_0/Q4_0 weights, SIMD paths): per-block scale as f32 and
+  // -128 * the block's level sum (the VNNI kernel's offset correction).
+  const float* x_scale = nullptr;   // [n_tokens][cols / 32] f32
+  const int32_t* x_corr = nullptr;  // [n_tokens][cols / 32] int32
+  const uint8_t* packed = nullptr;  // rows repacked in panels (PackedRows), or null
   float* y = nullptr;  // [n_tokens][y_stride] f32
   int64_t y_stride = 0;  // = rows
 };
@@ -29,10 +34,16 @@ DType dot_type(DType wtype);
 // r0, r1, n_tokens or the element's position in a tile: that is batch invariance.
 void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
-// AVX512-VNNI (256-bit) tiles for Q8_0/Q4_0, bit-identical to the AVX2 ones; false for
-// other weight types (nothing computed).
-bool matmul_rows_vnni(const MatmulArgs& a, int64_t r0, int64_t r1);
+// Q8_0/Q4_0 on 16-row AVX512-VNNI panels, bit-identical to the AVX2 and scalar paths.
+void matmul_panels_vnni(const MatmulArgs& a, int64_t r0, int64_t r1);
+// Writes the PackedRows layout of panels [p0, p1) of a Q8_0 matrix (a.w, a.w_stride,
+// a.cols, a.y_stride = rows) to `out` (64-byte aligned, starting at panel p0).
+void pack_panels_avx2(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out);
+void pack_panels_vnni(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out);
 bool cpu_has_vnni();
+// Rows per Q8_0/Q4_0 panel (kernels_panel.h) of the AVX2 and VNNI kernels; the driver
+// splits rows in whole panels.
+constexpr int64_t kPanelRowsAvx2 = 8, kPanelRowsVnni = 16;
 
 // Row tile of the AVX2 kernel; the driver hands out row ranges in multiples of it so
 // that threads rarely fall back to edge tiles (correctness does not depend on it).

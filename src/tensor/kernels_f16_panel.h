@@ -1,0 +1,117 @@
+// F16 matmul on row panels, shared by the AVX2 (8 rows per ymm) and AVX512 (16 rows per
+// zmm) translation units with their vector traits (see kernels_panel.h). Internal to the
+// including file, no standard-library templates.
+//
+// Layout: a panel's weights are stored column-major, [cols][P] f16, so one vector load
+// gives column k of P rows; each multiply-add then takes the broadcast activation k of
+// one token. Activations arrive rounded to f16 and widened to f32 by the driver, so the
+// products are those of f16 x f16 as in ggml.
+//
+// Numerics (shared with the scalar reference dot_f16, bit for bit):
+//   acc = 0;  for k in 0..cols-1:  acc = fma(w[k], x[k], acc)
+// one lane per output, so the result does not depend on the ISA, tile, batch or split.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/kernels_impl.h"
+
+namespace ws::detail {
+namespace {
+
+constexpr int64_t kF16Chunk = 256;  // columns per chunk: accumulators go back to y between chunks
+constexpr int kF16Tokens = 8;       // batch: 8 tokens, 8 independent accumulator chains
+constexpr int kF16Panels = 4;       // few tokens: 4 panels side by side, for the same reason
+
+// Column-major copy of columns [k0, k0 + kc) of P rows (null rows read as zeros).
+template <int P>
+void pack_f16(const uint8_t* const* rows, int64_t k0, int64_t kc, f16_bits* out /* [kc][P] */) {
+  for (int i = 0; i < P; ++i) {
+    const auto* r = reinterpret_cast<const f16_bits*>(rows[i]);
+    for (int64_t k = 0; k < kc; ++k) out[k * P + i] = r ? r[k0 + k] : f16_bits(0);
+  }
+}
+
+// G panels x T tokens over columns [k0, k0 + kc); panel g's chunk is w[g] ([kc][P]).
+template <class V, int G, int T>
+void f16_block(const f16_bits* const* w, int64_t kc, const MatmulArgs& a, int64_t k0,
+               int64_t t0, int64_t r0, int n_rows_last) {
+  constexpr int P = V::kRows;
+  typename V::F acc[G][T];  // one accumulator per (panel, token), one lane per row
+  const float* xt[T];       // T activation rows (f16-rounded, as f32) from column k0
+  for (int t = 0; t < T; ++t) xt[t] = reinterpret_cast<const float*>(a.x + size_t(t0 + t) * a.x_stride) + k0;
+  for (int g = 0; g < G; ++g) {
+    const int n = g == G - 1 ? n_rows_last : P;
+    for (int t = 0; t < T; ++t)
+      acc[g][t] = k0 == 0 ? V::zero() : V::load_y(a.y + (t0 + t) * a.y_stride + r0 + g * P, n);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    // Fully unrolled, so that acc stays in registers.
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      const typename V::F wk = V::load_f16(w[g] + k * P);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[g][t] = V::fma(wk, xt[t][k], acc[g][t]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t)
+      V::store_y(a.y + (t0 + t) * a.y_stride + r0 + g * P, g == G - 1 ? n_rows_last : P, acc[g][t]);
+}
+
+// Panels [r0, r0 + G * P) ∩ [r0, r1) for all tokens, G panels at a time.
+template <class V, int G>
+void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, f16_bits* scratch /* [G][chunk][P] */) {
+  constexpr int P = V::kRows;
+  const uint8_t* rows[G][P];
+  const f16_bits* w[G];
+  int n_last = P;
+  for (int g = 0; g < G; ++g) {
+    const int64_t p0 = r0 + g * P;
+    for (int i = 0; i < P; ++i) rows[g][i] = p0 + i < r1 ? a.w + size_t(p0 + i) * a.w_stride : nullptr;
+    if (p0 < r1 && r1 - p0 < P) n_last = int(r1 - p0);
+  }
+  for (int64_t k0 = 0; k0 < a.cols; k0 += kF16Chunk) {
+    const int64_t kc = a.cols - k0 < kF16Chunk ? a.cols - k0 : kF16Chunk;
+    for (int g = 0; g < G; ++g) {
+      if (a.packed) {
+        w[g] = reinterpret_cast<const f16_bits*>(a.packed) + ((r0 / P + g) * a.cols + k0) * P;
+      } else {
+        w[g] = scratch + g * kF16Chunk * P;
+        pack_f16<P>(rows[g], k0, kc, scratch + g * kF16Chunk * P);
+      }
+    }
+    int64_t t = 0;
+    if (G == 1)
+      for (; t + kF16Tokens <= a.n_tokens; t += kF16Tokens) f16_block<V, G, kF16Tokens>(w, kc, a, k0, t, r0, n_last);
+    for (; t < a.n_tokens; ++t) f16_block<V, G, 1>(w, kc, a, k0, t, r0, n_last);
+  }
+}
+
+// Rows [r0, r1) (r0 a multiple of P) for all tokens.
+template <class V>
+void f16_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  constexpr int P = V::kRows;
+  alignas(64) f16_bits scratch[kF16Panels * kF16Chunk * P];  // per-call packing, see pack_f16
+  int64_t r = r0;
+  if (a.n_tokens < kF16Tokens)
+    for (; r + kF16Panels * P <= r1; r += kF16Panels * P) f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, scratch);
+  for (; r < r1; r += P) f16_panel_group<V, 1>(a, r, r1 < r + P ? r1 : r + P, scratch);
+}
+
+// The PackedRows layout for F16: panels [p0, p1), each [cols][P] f16.
+template <class V>
+void pack_f16_panels(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out) {
+  constexpr int P = V::kRows;
+  auto* dst = reinterpret_cast<f16_bits*>(out);
+  for (int64_t p = p0; p < p1; ++p, dst += a.cols * P) {
+    const uint8_t* rows[P];
+    for (int i = 0; i < P; ++i) rows[i] = p * P + i < a.y_stride ? a.w + size_t(p * P + i) * a.w_stride : nullptr;
+    pack_f16<P>(rows, 0, a.cols, dst);
+  }
+}
+
+}  // namespace
+}  // namespace ws::detail
