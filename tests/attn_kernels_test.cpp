@@ -2,7 +2,9 @@
 // whatever the number of keys handed over per call (K/V pages are read in chunks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -78,6 +80,70 @@ TEST(AttnKernels, SsmRowUpdateMatchesScalar) {
     const float y1 = ssm_row_update(s1.data(), b.data(), c.data(), 0.9f, 0.3f, n, Isa::avx2);
     EXPECT_NEAR(y0, y1, 1e-4f);
     for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(s0[size_t(i)], s1[size_t(i)], 1e-6f);
+  }
+}
+
+// Grouped attention: each query matches a float64 softmax(q.K)V over its own visible keys,
+// and its bits do not depend on the other queries in the group (nor on how the keys
+// arrive: here in two spans, as from two KV pages).
+TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
+  for (int32_t hd : {64, 80, 256}) {
+    if (!attn_group_supported(hd)) GTEST_SKIP() << "no AVX-512";
+    for (bool f16 : {false, true}) {
+      const int32_t n = 150, split = 61;  // keys, first span
+      const auto kf = random_vec(size_t(n * hd), 20), vf = random_vec(size_t(n * hd), 21);
+      std::vector<uint16_t> kh(kf.size()), vh(vf.size());  // [n][hd] f16 copies
+      for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_f16(kf[i]), vh[i] = f32_to_f16(vf[i]);
+      const void* kd = f16 ? static_cast<const void*>(kh.data()) : kf.data();
+      const void* vd = f16 ? static_cast<const void*>(vh.data()) : vf.data();
+      const size_t elem = f16 ? 2 : 4;
+      auto span = [&](const void* base, int32_t j0, int32_t cnt) {
+        return KvRows{static_cast<const uint8_t*>(base) + size_t(j0) * hd * elem, size_t(hd), f16, cnt};
+      };
+      const int nq = 13;
+      const auto q = random_vec(size_t(nq * hd), 22);  // [nq][hd]
+      int32_t lo[16], hi[16];
+      for (int i = 0; i < 16; ++i) lo[i] = i < nq ? 3 * i : 1, hi[i] = i < nq ? n - 1 - 5 * i : 0;
+      auto run = [&](int i0, int cnt, std::vector<float>& out /* [nq][hd] */) {
+        std::vector<float> qt(size_t(hd) * 16, 0.f), s(size_t(n) * 16);  // [hd][16], [n][16]
+        int32_t l[16], h[16];
+        float* outs[16];
+        for (int i = 0; i < 16; ++i) l[i] = i < cnt ? lo[i0 + i] : 1, h[i] = i < cnt ? hi[i0 + i] : 0;
+        for (int i = 0; i < cnt; ++i) {
+          for (int32_t d = 0; d < hd; ++d) qt[size_t(d) * 16 + i] = q[size_t((i0 + i) * hd + d)];
+          outs[i] = out.data() + size_t(i0 + i) * hd;
+          std::fill(outs[i], outs[i] + hd, 0.f);
+        }
+        attn_group_scores(qt.data(), span(kd, 0, split), hd, 0.125f, s.data());
+        attn_group_scores(qt.data(), span(kd, split, n - split), hd, 0.125f, s.data() + split * 16);
+        attn_group_softmax(s.data(), n, l, h);
+        attn_group_accumulate(s.data(), cnt, span(vd, 0, split), hd, outs);
+        attn_group_accumulate(s.data() + split * 16, cnt, span(vd, split, n - split), hd, outs);
+      };
+      std::vector<float> grouped(size_t(nq * hd)), alone(size_t(nq * hd));  // [nq][hd]
+      run(0, nq, grouped);
+      for (int i = 0; i < nq; ++i) run(i, 1, alone);
+      ASSERT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4)) << "hd " << hd;
+      for (int i = 0; i < nq; ++i) {  // float64 reference on the stored (rounded) K/V
+        auto kv = [&](const std::vector<float>& f, const std::vector<uint16_t>& h, size_t idx) {
+          return f16 ? double(f16_to_f32(h[idx])) : double(f[idx]);
+        };
+        std::vector<double> w(size_t(n), 0.0);
+        double mx = -1e300, sum = 0;
+        for (int32_t j = lo[i]; j <= hi[i]; ++j) {
+          double dot = 0;
+          for (int32_t d = 0; d < hd; ++d) dot += double(q[size_t(i * hd + d)]) * kv(kf, kh, size_t(j * hd + d));
+          w[size_t(j)] = 0.125 * dot;
+          mx = std::max(mx, w[size_t(j)]);
+        }
+        for (int32_t j = lo[i]; j <= hi[i]; ++j) sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
+        for (int32_t d = 0; d < hd; ++d) {
+          double o = 0;
+          for (int32_t j = lo[i]; j <= hi[i]; ++j) o += w[size_t(j)] / sum * kv(vf, vh, size_t(j * hd + d));
+          ASSERT_NEAR(grouped[size_t(i * hd + d)], o, 1e-4) << "hd " << hd << " query " << i << " d " << d;
+        }
+      }
+    }
   }
 }
 

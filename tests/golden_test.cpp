@@ -46,6 +46,10 @@ Tolerance tolerance_for(const gguf::File& f) {
   }
   if (quant) return {"quantized", 0.5, 0.05, 5e-2, 0.9};
   if (f16) return {"f16", 2e-2, 2e-3, 1e-2, 0.99};
+  // gemma3's GELU goes through an fp16 table (as in ggml-cpu), so a float32 rounding
+  // difference upstream can flip one fp16 step: fixtures README section 5 sizes its max
+  // at <= 5e-3 even for an exact reproduction of the table.
+  if (f.get_string("general.architecture") == "gemma3") return {"f32", 5e-3, 1e-4, 1e-3, 0.99};
   return {"f32", 1e-3, 1e-4, 1e-3, 0.99};
 }
 
@@ -166,8 +170,9 @@ TEST(LogitsCli, WritesGoldenFormatThatMatches) {
   const auto ours = read_golden((dir / "out.json").string());
   ASSERT_EQ(ours.size(), 1u);
   EXPECT_EQ(ours[0].tokens, gold.tokens);
-  const Figures f = compare(ours[0], gold, 1e-3);
-  EXPECT_LE(f.max_abs, 1e-3);
+  const Tolerance tol = tolerance_for(gguf::File::open((kShared / g.at("model_file").get<std::string>()).string()));
+  const Figures f = compare(ours[0], gold, tol.mean_abs);
+  EXPECT_LE(f.max_abs, tol.max_abs);
   EXPECT_LE(f.mean_nll_diff, 1e-3);
   EXPECT_GE(f.argmax_agreement, 0.99);
   fs::remove_all(dir);

@@ -99,12 +99,76 @@ void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int
   }
 }
 
+// Queries [qi0, qi0 + nq) of kv head g (query qi: token qi / group, head g * group +
+// qi % group), at most kGroupQueries, attended together: K/V rows are read once for all
+// of them over the union of their visible keys; each query's own result does not depend
+// on the group (attn_kernels_avx512.cpp).
+struct GroupScratch {
+  std::vector<float> qt;  // [hd][16] f32: the queries transposed, unused lanes zero
+  std::vector<float> s;   // [union keys][16] f32: scores, then probabilities
+};
+
+void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int nq, int32_t pos0,
+                  const AttentionParams& p, GroupScratch& scratch, float* out) {
+  constexpr int L = kGroupQueries;
+  const int32_t hd = kv.head_dim(), group = p.n_head / kv.n_kv_heads();
+  const int32_t p_begin = kv.first_position(), p_end = kv.position();
+  scratch.qt.assign(size_t(hd) * L, 0.f);
+  int32_t first[L], last[L], lo[L], hi[L];  // visible keys per lane: positions, then union offsets
+  float* outs[L];                           // [hd] f32 output of each query
+  int32_t u0 = p_end, u1 = p_begin - 1;     // union of the visible keys
+  for (int i = 0; i < nq; ++i) {
+    const int64_t t = (qi0 + i) / group, h = g * group + (qi0 + i) % group;
+    const int32_t pos = pos0 + int32_t(t);
+    first[i] = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
+    last[i] = p.non_causal ? p_end - 1 : pos;
+    u0 = std::min(u0, first[i]);
+    u1 = std::max(u1, last[i]);
+    const float* qv = q + (t * p.n_head + h) * hd;
+    for (int32_t d = 0; d < hd; ++d) scratch.qt[size_t(d) * L + i] = qv[d];
+    outs[i] = out + (t * p.n_head + h) * hd;
+    std::fill(outs[i], outs[i] + hd, 0.f);
+  }
+  for (int i = 0; i < L; ++i) {
+    lo[i] = i < nq ? first[i] - u0 : 1;  // unused lanes see no key
+    hi[i] = i < nq ? last[i] - u0 : 0;
+  }
+  const int32_t n = u1 - u0 + 1;
+  scratch.s.resize(size_t(n) * L);
+  const bool f16 = kv.type() == KvType::f16;
+  const size_t head_off = size_t(g) * size_t(hd) * (f16 ? 2 : 4), stride = size_t(kv.row_size());
+  for (int32_t pp = u0; pp <= u1;) {
+    const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
+    attn_group_scores(scratch.qt.data(), {r.k + head_off, stride, f16, r.n}, hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
+    pp += r.n;
+  }
+  attn_group_softmax(scratch.s.data(), n, lo, hi);
+  for (int32_t pp = u0; pp <= u1;) {
+    const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
+    attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, {r.v + head_off, stride, f16, r.n}, hd, outs);
+    pp += r.n;
+  }
+}
+
 }  // namespace
 
 void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
                float* out, ThreadPool& pool) {
   const int32_t hd = kv.head_dim();
   const int32_t group = p.n_head / kv.n_kv_heads();
+  if (attn_group_supported(hd)) {
+    // Jobs: chunks of kGroupQueries queries of one kv head, latest tokens (most keys) first.
+    const int64_t per_head = n_tokens * group, chunks = (per_head + kGroupQueries - 1) / kGroupQueries;
+    pool.parallel_for(chunks * kv.n_kv_heads(), 1, [&](int64_t j0, int64_t j1) {
+      GroupScratch scratch;
+      for (int64_t job = j0; job < j1; ++job) {
+        const int32_t g = int32_t(job % kv.n_kv_heads());
+        const int64_t qi0 = (chunks - 1 - job / kv.n_kv_heads()) * kGroupQueries;
+        attend_group(q, kv, g, qi0, int(std::min<int64_t>(kGroupQueries, per_head - qi0)), pos0, p, scratch, out);
+      }
+    });
+    return;
+  }
   const int32_t p_end = pos0 + int32_t(n_tokens);
   const int32_t p_begin = kv.first_position();
   const Isa isa = detected_isa();

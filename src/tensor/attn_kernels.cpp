@@ -2,6 +2,8 @@
 #include "tensor/attn_kernels.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "tensor/dtype.h"
 
@@ -50,6 +52,29 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
     acc += s[i] * c[i];
   }
   return acc;
+}
+
+// WARMSTART_ISA=avx2 (or scalar) keeps the per-query kernels, as for the matmuls.
+bool attn_group_supported(int32_t hd) {
+  static const bool cpu = [] {
+    const char* env = std::getenv("WARMSTART_ISA");
+    if (env && (std::string(env) == "avx2" || std::string(env) == "scalar")) return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return cpu && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
+}
+
+void attn_group_scores(const float* qt, const KvRows& k, int32_t hd, float scale, float* s) {
+  detail::attn_group_scores_avx512(qt, k, hd, scale, s);
+}
+
+void attn_group_softmax(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
+  detail::attn_group_softmax_avx512(s, n, lo, hi);
+}
+
+void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
+  detail::attn_group_accumulate_avx512(p, nq, v, hd, out);
 }
 
 }  // namespace ws

@@ -32,7 +32,25 @@ float softmax_exp(float* x, int32_t n, float max, Isa isa);
 // sum_i s[i] * c[i] (new state) accumulated in a fixed order that depends only on n.
 float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa);
 
+// Grouped attention: up to 16 queries reading the same kv head at once, the queries as
+// the lanes of one vector (AVX-512; see attn_kernels_avx512.cpp for the float sequence,
+// which does not depend on the group). Used when attn_group_supported(hd).
+constexpr int kGroupQueries = 16;
+constexpr int32_t kMaxGroupHeadDim = 512;
+bool attn_group_supported(int32_t hd);
+// s[j][lane] = scale * q_lane . k_j for j < k.n; qt: [hd][16] f32 (queries transposed).
+void attn_group_scores(const float* qt, const KvRows& k, int32_t hd, float scale, float* s);
+// In place over s: [n][16]: keys outside [lo[lane], hi[lane]] get 0, the rest
+// exp(s - max) / sum (per lane, keys in order).
+void attn_group_softmax(float* s, int32_t n, const int32_t* lo /*[16]*/, const int32_t* hi /*[16]*/);
+// out[i][d] += sum_j p[j][i] * v_j[d] for queries i < nq, keys j < v.n in order;
+// p: [v.n][16], out: nq pointers to [hd] f32.
+void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
+
 namespace detail {
+void attn_group_scores_avx512(const float* qt, const KvRows& k, int32_t hd, float scale, float* s);
+void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi);
+void attn_group_accumulate_avx512(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);
 void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
 void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* out);
