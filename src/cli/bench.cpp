@@ -1,6 +1,7 @@
 // `warmstart bench`: prompt-processing and generation throughput in the spirit of
 // llama-bench. pp N: N fixed pseudo-random token ids into an empty state (micro-batch
-// -b); tg M: M single-token steps into an empty state. Mean and sample standard
+// -b); tg M: M single-token steps into an empty state; -d D first fills the state with
+// D tokens, untimed (llama-bench's depth), to measure at a long context. Mean and sample standard
 // deviation over -r repetitions after one warm-up; --json prints a list with one object
 // per test using llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, ...).
 #include <algorithm>
@@ -26,6 +27,7 @@ struct BenchOptions {
   std::string model;
   std::vector<int> prompts = {512};
   std::vector<int> gens = {128};
+  int depth = 0;
   int threads = default_threads();
   int reps = 5;
   int ubatch = 512;
@@ -56,31 +58,32 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Seconds for one test: pp (n_prompt tokens at once) or tg (n_gen single steps).
-double run_once(const Model& model, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
+// Seconds for one test: pp (n_prompt tokens at once) or tg (n_gen single steps), after
+// `depth` untimed tokens.
+double run_once(const Model& model, int depth, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
   MemoryOptions mem;
-  mem.n_ctx = std::max(n_prompt + n_gen + 1, 16);
+  mem.n_ctx = std::max(depth + n_prompt + n_gen + 1, 16);
   SeqState state = model.make_state(mem);
   std::vector<float> logits;  // [n_vocab] of the last token
-  const auto tokens = bench_tokens(std::max(n_prompt, n_gen), model.config().n_vocab);
+  const auto tokens = bench_tokens(depth + std::max(n_prompt, n_gen), model.config().n_vocab);
+  const std::span<const Token> all(tokens);
+  if (depth > 0) eval_tokens(model, state, all.first(size_t(depth)), ubatch, LogitsMode::last, logits, pool);
   const auto t0 = std::chrono::steady_clock::now();
   if (n_prompt > 0) {
-    eval_tokens(model, state, std::span<const Token>(tokens).first(size_t(n_prompt)), ubatch, LogitsMode::last, logits,
-                pool);
+    eval_tokens(model, state, all.subspan(size_t(depth), size_t(n_prompt)), ubatch, LogitsMode::last, logits, pool);
   } else {
     for (int i = 0; i < n_gen; ++i)
-      eval_tokens(model, state, std::span<const Token>(tokens).subspan(size_t(i), 1), 1, LogitsMode::last, logits,
-                  pool);
+      eval_tokens(model, state, all.subspan(size_t(depth + i), 1), 1, LogitsMode::last, logits, pool);
   }
   return seconds_since(t0);
 }
 
 nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_prompt, int n_gen, ThreadPool& pool) {
   const int n = n_prompt > 0 ? n_prompt : n_gen;
-  run_once(*m.model, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
+  run_once(*m.model, 0, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
   std::vector<double> ts, ns;  // per repetition: tokens/s, nanoseconds
   for (int r = 0; r < o.reps; ++r) {
-    const double s = run_once(*m.model, n_prompt, n_gen, o.ubatch, pool);
+    const double s = run_once(*m.model, o.depth, n_prompt, n_gen, o.ubatch, pool);
     ts.push_back(n / s);
     ns.push_back(s * 1e9);
   }
@@ -110,6 +113,7 @@ nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_promp
           {"n_ubatch", o.ubatch},
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
+          {"n_depth", o.depth},
           {"test_time", date},
           {"avg_ns", int64_t(mean(ns))},
           {"stddev_ns", int64_t(stddev(ns))},
@@ -123,18 +127,19 @@ int run_bench(const BenchOptions& o) {
   const LoadedModel m = load(o.model);
   ThreadPool pool(o.threads);
   nlohmann::json results = nlohmann::json::array();
-  if (!o.json) std::printf("| %-32s | %7s | %8s | %20s |\n", "model", "threads", "test", "t/s");
+  if (!o.json) std::printf("| %-32s | %7s | %14s | %20s |\n", "model", "threads", "test", "t/s");
+  const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
   const auto report = [&](nlohmann::json r, const std::string& test) {
     if (!o.json)
-      std::printf("| %-32s | %7d | %8s | %11.2f ± %6.2f |\n", r["model_filename"].get<std::string>().c_str(),
+      std::printf("| %-32s | %7d | %14s | %11.2f ± %6.2f |\n", r["model_filename"].get<std::string>().c_str(),
                   pool.size(), test.c_str(), r["avg_ts"].get<double>(), r["stddev_ts"].get<double>());
     std::fflush(stdout);
     results.push_back(std::move(r));
   };
   for (int n : o.prompts)
-    if (n > 0) report(run_test(m, o, n, 0, pool), "pp" + std::to_string(n));
+    if (n > 0) report(run_test(m, o, n, 0, pool), "pp" + std::to_string(n) + at);
   for (int n : o.gens)
-    if (n > 0) report(run_test(m, o, 0, n, pool), "tg" + std::to_string(n));
+    if (n > 0) report(run_test(m, o, 0, n, pool), "tg" + std::to_string(n) + at);
   if (o.json) std::printf("%s\n", results.dump(2).c_str());
   return 0;
 }
@@ -147,6 +152,7 @@ Command add_bench(CLI::App& root) {
   app->add_option("-m,--model", opts->model, "GGUF model")->required();
   app->add_option("-p,--n-prompt", opts->prompts, "prompt lengths (comma-separated), 0 to skip")->delimiter(',');
   app->add_option("-n,--n-gen", opts->gens, "generation lengths (comma-separated), 0 to skip")->delimiter(',');
+  app->add_option("-d,--n-depth", opts->depth, "tokens in the state before each test (untimed)")->check(CLI::Range(0, 1 << 24));
   app->add_option("-t,--threads", opts->threads, "threads")->check(CLI::Range(1, 1024));
   app->add_option("-r,--repetitions", opts->reps, "repetitions per test")->check(CLI::Range(1, 1000));
   app->add_option("-b,--ubatch", opts->ubatch, "micro-batch size for prompt processing")->check(CLI::Range(1, 1 << 20));

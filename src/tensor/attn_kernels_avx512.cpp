@@ -98,12 +98,21 @@ void accumulate_block(const float* p, const KvRows& v, int i0, int32_t d0, float
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(out[i0 + i] + d0 + 16 * c, acc[i][c]);
 }
 
+// Queries in blocks of up to Q, so each value row is loaded once per block.
 template <int C>
 void accumulate_chunk(const float* p, int nq, const KvRows& v, int32_t d0, float* const* out) {
   constexpr int Q = C == 4 ? 6 : 8;  // accumulators + values within 32 registers
   int i = 0;
   for (; i + Q <= nq; i += Q) accumulate_block<Q, C>(p, v, i, d0, out);
-  for (; i < nq; ++i) accumulate_block<1, C>(p, v, i, d0, out);
+  switch (nq - i) {  // the rest in one block
+    case 5: accumulate_block<5, C>(p, v, i, d0, out); break;
+    case 4: accumulate_block<4, C>(p, v, i, d0, out); break;
+    case 3: accumulate_block<3, C>(p, v, i, d0, out); break;
+    case 2: accumulate_block<2, C>(p, v, i, d0, out); break;
+    case 1: accumulate_block<1, C>(p, v, i, d0, out); break;
+    default:
+      for (; i < nq; ++i) accumulate_block<1, C>(p, v, i, d0, out);
+  }
 }
 
 }  // namespace

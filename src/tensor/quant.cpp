@@ -17,6 +17,14 @@
 namespace ws {
 namespace {
 
+// nearbyint() for |x| < 2^22 in the default rounding mode (ties to even), without a libm
+// call per element (the generic build has no SSE4.1 round instruction): adding 1.5 * 2^23
+// leaves no fraction bits, so the float addition itself rounds.
+inline float round_half_even(float x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (x + kMagic) - kMagic;
+}
+
 // Sub-blocks whose largest magnitude is below this are treated as all zero (ggml's value).
 constexpr float kGroupMaxEps = 1e-15f;
 
@@ -518,7 +526,7 @@ void quantize_row_q8_0(const float* src, block_q8_0* dst, int64_t n) {
     const float d = amax / 127.f;
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     dst[i].d = f32_to_f16(d);
-    for (int j = 0; j < QK8_0; ++j) dst[i].qs[j] = int8_t(std::nearbyint(src[j] * id));
+    for (int j = 0; j < QK8_0; ++j) dst[i].qs[j] = int8_t(round_half_even(src[j] * id));
   }
 }
 
