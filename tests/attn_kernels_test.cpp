@@ -114,8 +114,8 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
           outs[i] = out.data() + size_t(i0 + i) * hd;
           std::fill(outs[i], outs[i] + hd, 0.f);
         }
-        attn_group_scores(qt.data(), span(kd, 0, split), hd, 0.125f, s.data());
-        attn_group_scores(qt.data(), span(kd, split, n - split), hd, 0.125f, s.data() + split * 16);
+        attn_group_scores(qt.data(), cnt, span(kd, 0, split), hd, 0.125f, s.data());
+        attn_group_scores(qt.data(), cnt, span(kd, split, n - split), hd, 0.125f, s.data() + split * 16);
         attn_group_softmax(s.data(), n, l, h);
         attn_group_accumulate(s.data(), cnt, span(vd, 0, split), hd, outs);
         attn_group_accumulate(s.data() + split * 16, cnt, span(vd, split, n - split), hd, outs);

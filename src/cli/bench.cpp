@@ -28,6 +28,7 @@ struct BenchOptions {
   std::vector<int> prompts = {512};
   std::vector<int> gens = {128};
   int depth = 0;
+  CliKvType kv;
   int threads = default_threads();
   int reps = 5;
   int ubatch = 512;
@@ -60,8 +61,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Seconds for one test: pp (n_prompt tokens at once) or tg (n_gen single steps), after
 // `depth` untimed tokens.
-double run_once(const Model& model, int depth, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
+double run_once(const Model& model, KvType kv, int depth, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
   MemoryOptions mem;
+  mem.kv_type = kv;
   mem.n_ctx = std::max(depth + n_prompt + n_gen + 1, 16);
   SeqState state = model.make_state(mem);
   std::vector<float> logits;  // [n_vocab] of the last token
@@ -80,10 +82,10 @@ double run_once(const Model& model, int depth, int n_prompt, int n_gen, int ubat
 
 nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_prompt, int n_gen, ThreadPool& pool) {
   const int n = n_prompt > 0 ? n_prompt : n_gen;
-  run_once(*m.model, 0, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
+  run_once(*m.model, o.kv.type(), 0, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
   std::vector<double> ts, ns;  // per repetition: tokens/s, nanoseconds
   for (int r = 0; r < o.reps; ++r) {
-    const double s = run_once(*m.model, o.depth, n_prompt, n_gen, o.ubatch, pool);
+    const double s = run_once(*m.model, o.kv.type(), o.depth, n_prompt, n_gen, o.ubatch, pool);
     ts.push_back(n / s);
     ns.push_back(s * 1e9);
   }
@@ -114,6 +116,8 @@ nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_promp
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"n_depth", o.depth},
+          {"type_k", o.kv.name},
+          {"type_v", o.kv.name},
           {"test_time", date},
           {"avg_ns", int64_t(mean(ns))},
           {"stddev_ns", int64_t(stddev(ns))},
@@ -153,6 +157,7 @@ Command add_bench(CLI::App& root) {
   app->add_option("-p,--n-prompt", opts->prompts, "prompt lengths (comma-separated), 0 to skip")->delimiter(',');
   app->add_option("-n,--n-gen", opts->gens, "generation lengths (comma-separated), 0 to skip")->delimiter(',');
   app->add_option("-d,--n-depth", opts->depth, "tokens in the state before each test (untimed)")->check(CLI::Range(0, 1 << 24));
+  add_kv_type_option(app, opts->kv);
   app->add_option("-t,--threads", opts->threads, "threads")->check(CLI::Range(1, 1024));
   app->add_option("-r,--repetitions", opts->reps, "repetitions per test")->check(CLI::Range(1, 1000));
   app->add_option("-b,--ubatch", opts->ubatch, "micro-batch size for prompt processing")->check(CLI::Range(1, 1 << 20));

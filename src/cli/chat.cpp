@@ -31,6 +31,7 @@ struct ChatOptions {
   int max_tokens = 256;
   int threads = default_threads();
   int ctx = 4096;
+  CliKvType kv;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
   bool quiet = false;     // no per-turn statistics on stderr
   SamplingParams sampling;
@@ -103,6 +104,7 @@ class ChatSession {
   static EngineOptions engine_options(const ChatOptions& o) {
     EngineOptions eo;
     eo.memory.n_ctx = o.ctx;
+    eo.memory.kv_type = o.kv.type();
     return eo;
   }
 
@@ -219,6 +221,7 @@ Command add_chat(CLI::App& root) {
   app->add_flag("-q,--quiet", o->quiet, "no per-turn statistics on stderr");
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  add_kv_type_option(app, o->kv);
   return {app, [o] { return run_chat(*o); }};
 }
 

@@ -43,6 +43,11 @@ std::vector<Token> parse_token_list(const std::string& text, const std::string& 
   return out;
 }
 
+void add_kv_type_option(CLI::App* app, CliKvType& kv) {
+  app->add_option("--kv-type", kv.name, "KV cache storage: f16 (default, as llama.cpp) or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
+}
+
 double default_cache_budget_mb() {
   const double total_mb = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / 1048576.0;
   return std::min(8192.0, total_mb / 4);

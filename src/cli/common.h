@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -26,6 +28,15 @@ inline int default_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : int(n);
 }
+
+// --kv-type for the commands that serve or generate: F16 by default, as llama.cpp (half
+// the memory and bandwidth of F32 at long contexts; a warm turn still equals a cold run,
+// which uses the same type). `logits` keeps F32, the type of the goldens.
+struct CliKvType {
+  std::string name = "f16";
+  KvType type() const { return name == "f32" ? KvType::f32 : KvType::f16; }
+};
+void add_kv_type_option(CLI::App* app, CliKvType& kv);
 
 // Parses decimal ids separated by commas and/or whitespace; throws on anything else.
 std::vector<Token> parse_token_list(const std::string& text, const std::string& source);

@@ -15,6 +15,7 @@ struct ReplayOptions {
   bool verify = false, json = false, ideal = false;
   int threads = default_threads();
   int ctx = 4096;
+  CliKvType kv;
   int ubatch = 512;
   int checkpoint_every = 512;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
@@ -28,6 +29,7 @@ int run_replay(const ReplayOptions& o) {
   PrefixCache cache(size_t(budget_mb * 1024 * 1024));
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
+  eo.memory.kv_type = o.kv.type();
   eo.n_ubatch = o.ubatch;
   eo.checkpoints.every_n = o.checkpoint_every;
   ThreadPool pool(o.threads);
@@ -88,6 +90,7 @@ Command add_replay(CLI::App& root) {
   app->add_option("--checkpoint-every", o->checkpoint_every, "also checkpoint every N prompt tokens (0 = off)");
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  add_kv_type_option(app, o->kv);
   app->add_option("--ubatch", o->ubatch, "micro-batch size")->check(CLI::PositiveNumber);
   return {app, [o] { return run_replay(*o); }};
 }

@@ -18,6 +18,7 @@ struct RunOptions {
   int n_predict = 128;
   int threads = default_threads();
   int ctx = 4096;
+  CliKvType kv;
   int ubatch = 512;
   SamplingParams sampling;
   std::string mmproj;
@@ -51,6 +52,7 @@ int run_with_images(const RunOptions& o) {
                              " positions; the context holds " + std::to_string(o.ctx) + " (raise -c)");
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
+  eo.memory.kv_type = o.kv.type();
   eo.n_ubatch = o.ubatch;
   Engine engine(*m.model, *m.tokenizer, nullptr, eo, pool);
   TurnRequest req;
@@ -88,6 +90,7 @@ int run_generate(RunOptions o) {
                              std::to_string(o.ctx) + " (raise -c)");
   MemoryOptions mem;
   mem.n_ctx = o.ctx;
+  mem.kv_type = o.kv.type();
   ThreadPool pool(o.threads);
   SeqState state = m.model->make_state(mem);
   Sampler sampler(o.sampling);
@@ -143,6 +146,7 @@ Command add_run(CLI::App& root) {
   app->add_option("-s,--seed", o->sampling.seed, "random seed");
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  add_kv_type_option(app, o->kv);
   app->add_option("--ubatch", o->ubatch, "prompt micro-batch size")->check(CLI::PositiveNumber);
   app->add_option("--mmproj", o->mmproj, "vision projector GGUF (for --image)");
   app->add_option("--image", o->images, "image file (PNG/JPEG); its chunks go at each <__media__> marker in -p");

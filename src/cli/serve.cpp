@@ -25,6 +25,7 @@ struct ServeOptions {
   int port = 8080;
   int parallel = 1;
   int ctx = 4096;
+  CliKvType kv;
   int threads = default_threads();
   int checkpoint_every = 512;
   int queue = 16;
@@ -72,6 +73,7 @@ int run_serve(const ServeOptions& o) {
   PrefixCache cache(size_t(budget_mb * 1024 * 1024));
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
+  eo.memory.kv_type = o.kv.type();
   eo.checkpoints.every_n = o.checkpoint_every;
   const int threads_per_slot = std::max(1, o.threads / o.parallel);
   server::SlotPool slots(*m.model, *m.tokenizer, &cache, eo, o.parallel, threads_per_slot, o.queue);
@@ -124,6 +126,7 @@ Command add_serve(CLI::App& root) {
   app->add_option("--port", o->port, "TCP port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
   app->add_option("--parallel", o->parallel, "slots served concurrently")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size per slot")->check(CLI::PositiveNumber);
+  add_kv_type_option(app, o->kv);
   app->add_option("-t,--threads", o->threads, "threads in all (split between the slots)")->check(CLI::PositiveNumber);
   app->add_option("--cache-budget-mb", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
       ->check(CLI::NonNegativeNumber);

@@ -139,7 +139,7 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
   const size_t head_off = size_t(g) * size_t(hd) * (f16 ? 2 : 4), stride = size_t(kv.row_size());
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    attn_group_scores(scratch.qt.data(), {r.k + head_off, stride, f16, r.n}, hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
+    attn_group_scores(scratch.qt.data(), nq, {r.k + head_off, stride, f16, r.n}, hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
     pp += r.n;
   }
   attn_group_softmax(scratch.s.data(), n, lo, hi);

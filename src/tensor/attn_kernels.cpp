@@ -65,8 +65,8 @@ bool attn_group_supported(int32_t hd) {
   return cpu && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
 }
 
-void attn_group_scores(const float* qt, const KvRows& k, int32_t hd, float scale, float* s) {
-  detail::attn_group_scores_avx512(qt, k, hd, scale, s);
+void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
+  detail::attn_group_scores_avx512(qt, nq, k, hd, scale, s);
 }
 
 void attn_group_softmax(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {

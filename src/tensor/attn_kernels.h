@@ -38,8 +38,9 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
 constexpr int kGroupQueries = 16;
 constexpr int32_t kMaxGroupHeadDim = 512;
 bool attn_group_supported(int32_t hd);
-// s[j][lane] = scale * q_lane . k_j for j < k.n; qt: [hd][16] f32 (queries transposed).
-void attn_group_scores(const float* qt, const KvRows& k, int32_t hd, float scale, float* s);
+// s[j][lane] = scale * q_lane . k_j for j < k.n, lanes < nq; qt: [hd][16] f32 (queries
+// transposed, unused lanes zero).
+void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
 // In place over s: [n][16]: keys outside [lo[lane], hi[lane]] get 0, the rest
 // exp(s - max) / sum (per lane, keys in order).
 void attn_group_softmax(float* s, int32_t n, const int32_t* lo /*[16]*/, const int32_t* hi /*[16]*/);
@@ -48,7 +49,7 @@ void attn_group_softmax(float* s, int32_t n, const int32_t* lo /*[16]*/, const i
 void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
 
 namespace detail {
-void attn_group_scores_avx512(const float* qt, const KvRows& k, int32_t hd, float scale, float* s);
+void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
 void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi);
 void attn_group_accumulate_avx512(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);

@@ -4,13 +4,17 @@
 // CPU has AVX-512F (attn_group_supported()).
 //
 // Per query, the float sequence is fixed and independent of the group it is computed in:
-//   score_j = scale * (fma over d = 0..hd-1 of q[d] * k_j[d], from 0)
+//   part[p] = fma over d = p, p + 16, p + 32, ... of q[d] * k_j[d], from 0 (p < 16);
+//   score_j = scale * tree(part), the tree adding (p, p + 8), then (p, p + 4), (p, p + 2),
+//   (p, p + 1): vertical adds when the queries are the lanes, a cross-lane reduction when
+//   d is (decode, few queries: scores_keys_dots).
 //   m = max over the query's visible keys; e_j = exp(score_j - m), summed over keys in
 //   order; p_j = e_j * (1 / sum); out[d] = fma over visible keys in order of p_j * v_j[d].
 // Keys a query does not see get p_j = 0, and fma(0, v, acc) == acc (acc starts at +0 and
 // never becomes -0), so computing them for the whole group changes no bit.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -26,7 +30,7 @@
 namespace ws::detail {
 namespace {
 
-constexpr int kKeys = 8;  // keys whose score chains are in flight together
+constexpr int kFewQueries = 4;  // up to this many queries, scores take the dot-product form
 constexpr int kAhead = 8;  // rows prefetched ahead: a head's K/V rows are strided in the cache
 
 // Prefetches `bytes` of row j from element d: the hardware prefetcher does not follow the
@@ -66,22 +70,52 @@ inline __m512 exp_neg(__m512 x) {
   return _mm512_maskz_mul_ps(__mmask16(~underflow), poly, _mm512_castsi512_ps(e));
 }
 
-// K keys from j: s[(j + i) * 16 + lane] = scale * q_lane . k_{j+i}.
-template <int K>
-void scores_keys(const float* qt, const KvRows& k, int32_t j, int32_t hd, float scale, float* s, float* tmp) {
-  const float* kr[K];  // K key rows as f32
-  for (int i = 0; i < K; ++i) {
-    prefetch_row(k, j + i + kAhead, 0, hd);
-    kr[i] = row_f32(k, j + i, hd, tmp + i * hd);
+// One key for the 16 query lanes: partial sums by d mod 16 (vertical), then the tree.
+void scores_key_lanes(const float* qt, const float* kr, int32_t hd, float scale, float* s) {
+  __m512 part[16];  // [d mod 16] partial sums, lanes = queries
+  for (int p = 0; p < 16; ++p) part[p] = _mm512_setzero_ps();
+  for (int32_t d0 = 0; d0 < hd; d0 += 16)
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p)
+      part[p] = _mm512_fmadd_ps(_mm512_loadu_ps(qt + (d0 + p) * 16), _mm512_set1_ps(kr[d0 + p]), part[p]);
+  for (int w = 8; w >= 1; w /= 2)  // the tree: (p, p + 8), (p, p + 4), (p, p + 2), (p, p + 1)
+    for (int p = 0; p < w; ++p) part[p] = _mm512_add_ps(part[p], part[p + w]);
+  _mm512_storeu_ps(s, _mm512_mul_ps(part[0], _mm512_set1_ps(scale)));
+}
+
+// Few queries (decode): 16 keys at a time, d in the lanes. Lane p of acc[x] is the
+// partial sum over d = p, p + 16, ... of key x (the same fma chains as above), then the
+// tree runs across lanes on all 16 keys at once, pairing exactly the same partials.
+void scores_keys_dots(const float* qt, int nq, const float* kt /* [16][hd] */, int nk, int32_t hd,
+                      float scale, float* s /* [nk][16] */) {
+  for (int i = 0; i < nq; ++i) {
+    __m512 acc[16];  // [key] partial sums by d mod 16
+    for (int x = 0; x < 16; ++x) acc[x] = _mm512_setzero_ps();
+    for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+      // q_i[d0 .. d0 + 16) gathered from the transposed queries (column i).
+      const __m512 qv = _mm512_i32gather_ps(_mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176,
+                                                              192, 208, 224, 240),
+                                            qt + d0 * 16 + i, 4);
+#pragma GCC unroll 16
+      for (int x = 0; x < 16; ++x) acc[x] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kt + x * hd + d0), acc[x]);
+    }
+    __m512 z[8], w[4], v[2];
+    for (int m = 0; m < 8; ++m)  // (p, p + 8): lanes 0-7 key 2m, lanes 8-15 key 2m + 1
+      z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * m], acc[2 * m + 1], 0x44),
+                           _mm512_shuffle_f32x4(acc[2 * m], acc[2 * m + 1], 0xEE));
+    for (int m = 0; m < 4; ++m)  // (p, p + 4): 128-bit lane l holds key 4m + l
+      w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0x88),
+                           _mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0xDD));
+    for (int m = 0; m < 2; ++m)  // (p, p + 2)
+      v[m] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0x44),
+                           _mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0xEE));
+    // (p, p + 1): lane 4l + m holds key 4m + l; put key x in lane x.
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+    const __m512 dots = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), u);
+    alignas(64) float out[16];
+    _mm512_store_ps(out, _mm512_mul_ps(dots, _mm512_set1_ps(scale)));
+    for (int x = 0; x < nk; ++x) s[x * 16 + i] = out[x];
   }
-  __m512 acc[K];
-  for (int i = 0; i < K; ++i) acc[i] = _mm512_setzero_ps();
-  for (int32_t d = 0; d < hd; ++d) {
-    const __m512 qd = _mm512_loadu_ps(qt + d * 16);
-#pragma GCC unroll 8
-    for (int i = 0; i < K; ++i) acc[i] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kr[i][d]), acc[i]);
-  }
-  for (int i = 0; i < K; ++i) _mm512_storeu_ps(s + (j + i) * 16, _mm512_mul_ps(acc[i], _mm512_set1_ps(scale)));
 }
 
 // Elements [d, d + 16) of value row j as f32.
@@ -132,11 +166,25 @@ void accumulate_chunk(const float* p, int nq, const KvRows& v, int32_t d0, float
 
 }  // namespace
 
-void attn_group_scores_avx512(const float* qt, const KvRows& k, int32_t hd, float scale, float* s) {
-  alignas(64) float tmp[kKeys * kMaxGroupHeadDim];  // [kKeys][hd] f32 key rows converted from f16
-  int32_t j = 0;
-  for (; j + kKeys <= k.n; j += kKeys) scores_keys<kKeys>(qt, k, j, hd, scale, s, tmp);
-  for (; j < k.n; ++j) scores_keys<1>(qt, k, j, hd, scale, s, tmp);
+void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
+  alignas(64) float kt[16 * kMaxGroupHeadDim];  // [16 keys][hd] f32 rows (converted from f16)
+  if (nq <= kFewQueries) {
+    for (int32_t j = 0; j < k.n; j += 16) {
+      const int nk = std::min(16, k.n - j);
+      for (int x = 0; x < 16; ++x) {
+        prefetch_row(k, j + x + 16, 0, hd);
+        const float* r = x < nk ? row_f32(k, j + x, hd, kt + x * hd) : nullptr;
+        if (!r) std::fill(kt + x * hd, kt + (x + 1) * hd, 0.f);
+        else if (r != kt + x * hd) std::copy(r, r + hd, kt + x * hd);
+      }
+      scores_keys_dots(qt, nq, kt, nk, hd, scale, s + j * 16);
+    }
+    return;
+  }
+  for (int32_t j = 0; j < k.n; ++j) {
+    prefetch_row(k, j + kAhead, 0, hd);
+    scores_key_lanes(qt, row_f32(k, j, hd, kt), hd, scale, s + j * 16);
+  }
 }
 
 void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
