@@ -32,15 +32,18 @@ model_path() {  # ARCH TYPE -> path, generating / quantizing on first use
 }
 
 # One engine, one test, appended to $raw as {"engine", "arch", "type", ...llama-bench fields}.
+# Peak RSS of the whole process (/usr/bin/time), recorded with each test: the peer's
+# includes the Node.js runtime (~50 MB).
 run_one() {  # ENGINE ARCH TYPE MODEL P N
-  local json
+  local json rss_file; rss_file=$(mktemp)
   if [ "$1" = warmstart ]; then
-    json=$("$ws" bench -m "$4" -p "$5" -n "$6" -t "$threads" -r "$reps" --json)
+    json=$(/usr/bin/time -f %M -o "$rss_file" "$ws" bench -m "$4" -p "$5" -n "$6" -t "$threads" -r "$reps" --json)
   else
-    json=$(node bench/peer/bench.mjs -m "$4" -p "$5" -n "$6" -t "$threads" -r "$reps" --json)
+    json=$(/usr/bin/time -f %M -o "$rss_file" node bench/peer/bench.mjs -m "$4" -p "$5" -n "$6" -t "$threads" -r "$reps" --json)
   fi
-  /usr/bin/python3 -c 'import json,sys; [print(json.dumps({"engine": sys.argv[1], "arch": sys.argv[2], "type": sys.argv[3], **r})) for r in json.loads(sys.stdin.read())]' \
-    "$1" "$2" "$3" <<<"$json" >> "$raw"
+  /usr/bin/python3 -c 'import json,sys; [print(json.dumps({"engine": sys.argv[1], "arch": sys.argv[2], "type": sys.argv[3], "peak_rss_kb": int(sys.argv[4]), **r})) for r in json.loads(sys.stdin.read())]' \
+    "$1" "$2" "$3" "$(tail -n1 "$rss_file")" <<<"$json" >> "$raw"
+  rm -f "$rss_file"
 }
 
 for arch in $archs; do

@@ -24,11 +24,13 @@ def cpu_model():
 
 def main(path):
     runs = defaultdict(list)  # (arch, type, test) -> engine -> [avg_ts per round]
+    rss = defaultdict(int)    # (arch, type, engine) -> peak RSS in KiB over its tests
     threads = set()
     for line in open(path):
         r = json.loads(line)
         test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
         runs[(r["arch"], r["type"], test)].append((r["engine"], r["avg_ts"]))
+        rss[(r["arch"], r["type"], r["engine"])] = max(rss[(r["arch"], r["type"], r["engine"])], r.get("peak_rss_kb", 0))
         threads.add(r.get("n_threads"))
     print(f"# warmstart vs llama.cpp (node-llama-cpp@3.21.1)\n")
     print(f"- CPU: {cpu_model()}  \n- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  "
@@ -43,6 +45,11 @@ def main(path):
         w, p = by.get("warmstart", []), by.get("peer", [])
         ratio = f"{statistics.median(w) / statistics.median(p):.2f}x" if w and p else "-"
         print(f"| {arch} | {typ} | {test} | {cell(w)} | {cell(p)} | {ratio} |")
+    print("\n| model | type | peak RSS warmstart MiB | peak RSS llama.cpp (node) MiB |")
+    print("|---|---|---|---|")
+    for arch, typ in sorted({(a, t) for a, t, _ in runs}):
+        mib = lambda e: f"{rss[(arch, typ, e)] / 1024:.0f}" if rss[(arch, typ, e)] else "-"
+        print(f"| {arch} | {typ} | {mib('warmstart')} | {mib('peer')} |")
 
 
 if __name__ == "__main__":
