@@ -8,6 +8,7 @@
 // in the batch, and thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "tensor/kernels.h"
+#include "tensor/kernels_impl.h"
 #include "tensor/quant.h"
 
 namespace ws {
@@ -178,31 +180,75 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulCase, ::testing::ValuesIn(kCases),
                                   std::to_string(info.param.cols);
                          });
 
-// Q8_0/Q4_0 define one float sequence per output (kernels_panel.h), so the scalar
-// reference, the SIMD panels (packed per call or once at load) and the few-token path all
-// give the same bits, for row counts that are not a multiple of the panel.
-TEST(Matmul, Q8BlockTypesBitIdenticalAcrossPaths) {
+// Quantized types define one float sequence per output (kernels_panel.h,
+// kernels_kquant_panel.h), so the scalar reference, the SIMD panels (packed per call or
+// once at load) and the few-token path all give the same bits, for row counts that are
+// not a multiple of the panel and column counts that are not a multiple of the packing
+// chunk (32 Q8_0 blocks, 4 K-quant super-blocks).
+TEST(Matmul, QuantizedTypesBitIdenticalAcrossPaths) {
   if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
-  for (DType t : {DType::q8_0, DType::q4_0}) {
+  const Case cases[] = {{DType::q8_0, 32 * 41}, {DType::q4_0, 32 * 41}, {DType::q4_k, 256 * 5},
+                        {DType::q5_k, 256 * 5}, {DType::q6_k, 256 * 5}};
+  for (const Case& c : cases) {
     for (int64_t rows : {int64_t(5), int64_t(37), int64_t(70)}) {
-      const int64_t cols = 32 * 41;  // not a multiple of the 32-block packing chunk
-      const Weights w = make_weights(t, rows, cols, 11);
+      const Weights w = make_weights(c.type, rows, c.cols, 11);
       const Matrix packed = pack_for_cpu(w.m);
-      EXPECT_EQ(t == DType::q8_0, bool(packed.packed)) << dtype_name(t);
+      EXPECT_EQ(c.type != DType::q4_0, bool(packed.packed)) << dtype_name(c.type);
       for (int64_t n : {1, 3, 8, 13}) {
-        const auto x = random_floats(size_t(n * cols), 12);  // [n][cols] f32
+        const auto x = random_floats(size_t(n * c.cols), 12);  // [n][cols] f32
         ThreadPool pool(2);
         std::vector<float> ref(size_t(n * rows)), y(size_t(n * rows));  // [n][rows] f32
         matmul(w.m, x.data(), n, ref.data(), pool, Isa::scalar);
         matmul(w.m, x.data(), n, y.data(), pool, Isa::avx2);
         EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4))
-            << dtype_name(t) << " rows " << rows << " n " << n;
+            << dtype_name(c.type) << " rows " << rows << " n " << n;
         matmul(packed, x.data(), n, y.data(), pool, Isa::avx2);
         EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4))
-            << "packed " << dtype_name(t) << " rows " << rows << " n " << n;
+            << "packed " << dtype_name(c.type) << " rows " << rows << " n " << n;
       }
     }
   }
+}
+
+// Packed K-quant rows are read back from the packed copy (get_row), unchanged: the
+// original's bytes are zeroed here so that reading them would show.
+TEST(Matmul, GetRowOfPackedMatrixMatchesOriginal) {
+  if (!have_avx2()) GTEST_SKIP() << "no packed layout on this CPU";
+  for (DType t : {DType::q4_k, DType::q5_k, DType::q6_k}) {
+    const Weights w = make_weights(t, 37, 512, 13);
+    Matrix packed = pack_for_cpu(w.m);
+    ASSERT_TRUE(packed.packed) << dtype_name(t);
+    const std::vector<uint8_t> zeros(w.bytes.size());  // stands in for released pages
+    packed.data = zeros.data();
+    std::vector<float> got(512), want(512);  // [512] f32
+    for (int64_t r : {0, 15, 16, 36}) {
+      get_row(packed, r, got.data());
+      dequantize_row(t, w.bytes.data() + r * w.m.row_stride(), want.data(), 512);
+      EXPECT_EQ(got, want) << dtype_name(t) << " row " << r;
+    }
+  }
+}
+
+// The SIMD activation quantizer writes the same bytes as quantize_row_q8_k, also where
+// rounding ties, equal magnitudes of both signs, all-zero blocks and non-finite values
+// occur.
+TEST(Matmul, SimdQ8KQuantizerMatchesScalar) {
+  if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
+  auto x = random_floats(size_t(QK_K * 8), 14);  // [8 blocks][256] f32
+  // Block 1: scale 1 (largest element -127), all other products halfway between levels.
+  for (int j = 0; j < QK_K; ++j) x[size_t(QK_K + j)] = j == 0 ? -127.f : float(j % 20 - 10) + 0.5f;
+  x[size_t(2 * QK_K + 7)] = -5.f;  // two elements of largest magnitude, negative first
+  x[size_t(2 * QK_K + 9)] = 5.f;
+  std::fill(x.begin() + 3 * QK_K, x.begin() + 4 * QK_K, 0.f);
+  std::fill(x.begin() + 6 * QK_K, x.begin() + 7 * QK_K, 0.f);
+  x[size_t(4 * QK_K + 3)] = NAN;
+  x[size_t(5 * QK_K + 8)] = INFINITY;
+  x[size_t(6 * QK_K + 1)] = 1e-41f;  // subnormal largest magnitude: infinite scale
+  std::vector<block_q8_k> want(8), got(8);  // [8] Q8_K blocks
+  quantize_row_q8_k(x.data(), want.data(), 8 * QK_K);
+  detail::quantize_row_q8_k_avx2(x.data(), got.data(), 8 * QK_K);
+  for (int b = 0; b < 8; ++b)
+    EXPECT_EQ(0, std::memcmp(&want[size_t(b)], &got[size_t(b)], sizeof(block_q8_k))) << "block " << b;
 }
 
 TEST(Matmul, ManyRowsSplitAcrossThreadsMatchSingleThread) {

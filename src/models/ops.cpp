@@ -340,8 +340,9 @@ Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_
   if (!traits(t.type).supported)
     f.fail("tensor '" + name + "' has type " + dtype_name(t.type) + ", which warmstart cannot compute with yet");
   Matrix m = pack_for_cpu(Matrix{t.type, rows, cols, t.data});
-  // The kernels read the repacked copy; the mapped original is only read again by
-  // get_row (embeddings) or a forced scalar run, so let its pages go.
+  // The kernels read the repacked copy, so let the mapped original's pages go; only a
+  // forced scalar run, or get_row of a Q8_0/F16 matrix (a tied embedding), reads them
+  // again (K-quant rows are read back from the packed copy).
   if (m.packed) f.release_pages(t.data, t.nbytes);
   return m;
 }

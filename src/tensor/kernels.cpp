@@ -4,7 +4,9 @@
 // The scalar dots follow ggml's generic algorithms: integer products within a block,
 // then one float multiply-add per block with the product of the two block scales. They
 // read quant values straight from the block layouts (not via bsums) so that they check
-// the activation quantizer's bsums independently of the AVX2 path, which uses them.
+// the activation quantizer's bsums independently of the SIMD paths, which use them.
+// Quantized types run the same float sequence as the SIMD panels (std::fma), so all
+// paths give bit-identical results.
 #include "tensor/kernels.h"
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "tensor/kernels_impl.h"
+#include "tensor/kernels_kquant_layout.h"
 #include "tensor/quant.h"
 
 namespace ws {
@@ -105,14 +108,15 @@ void k4_block_sums(const uint8_t* scales, const uint8_t* qs, const uint8_t* qh,
   }
 }
 
+// Q4_K / Q5_K / Q6_K: one integer sum per super-block (two with mins), then the float
+// sequence of kernels_kquant_panel.h.
 float dot_q4_k(const block_q4_k* w, const block_q8_k* x, int64_t nb) {
   float s = 0.f;
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum_q = 0, sum_m = 0;
     k4_block_sums(w[b].scales, w[b].qs, nullptr, x[b].qs, &sum_q, &sum_m);
-    const float d = f16_to_f32(w[b].d) * x[b].d;
-    const float dmin = f16_to_f32(w[b].dmin) * x[b].d;
-    s += d * float(sum_q) - dmin * float(sum_m);
+    s = std::fma(float(sum_q), f16_to_f32(w[b].d) * x[b].d, s);
+    s = std::fma(-float(sum_m), f16_to_f32(w[b].dmin) * x[b].d, s);
   }
   return s;
 }
@@ -122,9 +126,8 @@ float dot_q5_k(const block_q5_k* w, const block_q8_k* x, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum_q = 0, sum_m = 0;
     k4_block_sums(w[b].scales, w[b].qs, w[b].qh, x[b].qs, &sum_q, &sum_m);
-    const float d = f16_to_f32(w[b].d) * x[b].d;
-    const float dmin = f16_to_f32(w[b].dmin) * x[b].d;
-    s += d * float(sum_q) - dmin * float(sum_m);
+    s = std::fma(float(sum_q), f16_to_f32(w[b].d) * x[b].d, s);
+    s = std::fma(-float(sum_m), f16_to_f32(w[b].dmin) * x[b].d, s);
   }
   return s;
 }
@@ -142,7 +145,7 @@ float dot_q6_k(const block_q6_k* w, const block_q8_k* x, int64_t nb) {
       const int v = (low4 | (high2 << 4)) - 32;
       sumi += int32_t(w[b].scales[i / 16]) * v * x[b].qs[i];
     }
-    s += (f16_to_f32(w[b].d) * x[b].d) * float(sumi);
+    s = std::fma(float(sumi), f16_to_f32(w[b].d) * x[b].d, s);
   }
   return s;
 }
@@ -251,7 +254,7 @@ struct ConvertedActivations {
 };
 
 void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a, bool panels,
-                         ThreadPool& pool, ConvertedActivations& out) {
+                         bool simd, ThreadPool& pool, ConvertedActivations& out) {
   const DType dt = detail::dot_type(w.type);
   if (dt == DType::f32) {
     a.x = reinterpret_cast<const uint8_t*>(x);  // no conversion needed
@@ -269,10 +272,13 @@ void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a,
       uint8_t* dst = out.rows.data() + size_t(t) * a.x_stride;
       if (dt == DType::f16 && a.x_stride == size_t(w.cols) * sizeof(float)) {
         auto* xf = reinterpret_cast<float*>(dst);  // f16-rounded, widened (kernels_f16_panel.h)
-        for (int64_t i = 0; i < w.cols; ++i) xf[i] = f16_to_f32(f32_to_f16(x[t * w.cols + i]));
+        detail::round_to_f16_avx2(x + t * w.cols, xf, w.cols);
         continue;
       }
-      convert_row(dt, x + t * w.cols, dst, w.cols);
+      if (dt == DType::q8_k && simd)
+        detail::quantize_row_q8_k_avx2(x + t * w.cols, reinterpret_cast<block_q8_k*>(dst), w.cols);
+      else
+        convert_row(dt, x + t * w.cols, dst, w.cols);
       if (!panels) continue;
       const auto* blk = reinterpret_cast<const block_q8_0*>(dst);
       for (int64_t b = 0; b < nb; ++b) {
@@ -313,13 +319,14 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   // values; it saves a conversion per use), see kernels_f16_panel.h.
   const bool f16_as_f32 = isa == Isa::avx2 && w.type == DType::f16;
   a.x_stride = f16_as_f32 ? size_t(w.cols) * sizeof(float) : row_bytes(dt, w.cols);
-  // Q8_0/Q4_0 and F16 weights run on row panels (kernels_panel.h, kernels_f16_panel.h)
-  // on the SIMD paths; Q8_0 panels also take per-block activation sums and scales.
+  // Quantized and F16 weights run on row panels (kernels_panel.h, kernels_kquant_panel.h,
+  // kernels_f16_panel.h) on the SIMD paths; Q8_0 panels also take per-block activation
+  // sums and scales.
   const bool q8_panels = isa == Isa::avx2 && dt == DType::q8_0;
-  const bool panels = q8_panels || f16_as_f32;
+  const bool panels = q8_panels || f16_as_f32 || (isa == Isa::avx2 && dt == DType::q8_k);
   const bool vnni = panels && detail::cpu_has_vnni();
   ConvertedActivations conv;
-  convert_activations(w, x, a, q8_panels, pool, conv);
+  convert_activations(w, x, a, q8_panels, isa == Isa::avx2, pool, conv);
   // Split rows in whole tiles (panels); a chunk should hold enough multiply-adds (~64K)
   // to be worth a thread wake-up.
   const int64_t tile = !panels ? detail::kRowTile
@@ -335,16 +342,32 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   });
 }
 
+namespace {
+
+// Bytes of one packed panel of p rows (PackedRows), or 0 for types kept as they are.
+size_t packed_panel_bytes(DType t, int64_t cols, int64_t p) {
+  switch (t) {
+    case DType::f16: return size_t(p * cols) * 2;
+    case DType::q8_0: return size_t(p * (cols / QK8_0)) * 9 * 4;
+    case DType::q4_k: return size_t(p * (cols / QK_K)) * detail::KQ4::kVectors * 4;
+    case DType::q5_k: return size_t(p * (cols / QK_K)) * detail::KQ5::kVectors * 4;
+    case DType::q6_k: return size_t(p * (cols / QK_K)) * detail::KQ6::kVectors * 4;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
 Matrix pack_for_cpu(const Matrix& w) {
-  if ((w.type != DType::q8_0 && w.type != DType::f16) || w.rows == 0 || w.cols == 0 || !w.data || detected_isa() != Isa::avx2)
+  if (w.rows == 0 || w.cols == 0 || !w.data || detected_isa() != Isa::avx2 ||
+      packed_panel_bytes(w.type, w.cols, 1) == 0)
     return w;
   check_matmul_args(w, 1);
   const bool vnni = detail::cpu_has_vnni();
   auto packed = std::make_shared<PackedRows>();
   packed->panel_rows = vnni ? detail::kPanelRowsVnni : detail::kPanelRowsAvx2;
   const int64_t n_panels = (w.rows + packed->panel_rows - 1) / packed->panel_rows;
-  const size_t panel_bytes = size_t(packed->panel_rows) *
-                             (w.type == DType::f16 ? size_t(w.cols) * 2 : size_t(w.cols / QK8_0) * 9 * 4);
+  const size_t panel_bytes = packed_panel_bytes(w.type, w.cols, packed->panel_rows);
   packed->lines.resize((size_t(n_panels) * panel_bytes + sizeof(PackedRows::Line) - 1) / sizeof(PackedRows::Line));
   detail::MatmulArgs a;
   a.wtype = w.type;
@@ -360,7 +383,23 @@ Matrix pack_for_cpu(const Matrix& w) {
 
 void get_row(const Matrix& w, int64_t row, float* dst) {
   if (row < 0 || row >= w.rows) throw std::out_of_range("get_row: row out of range");
-  dequantize_row(w.type, w.data + size_t(row) * w.row_stride(), dst, w.cols);
+  const uint8_t* src = w.data + size_t(row) * w.row_stride();
+  // A packed K-quant row is read back from the packed copy: the loader let the original's
+  // pages go, and embedding lookups would otherwise fault them back in (resident twice).
+  std::vector<uint8_t> unpacked;  // [row_stride] the row's GGUF blocks
+  if (w.packed && detail::dot_type(w.type) == DType::q8_k) {
+    unpacked.resize(w.row_stride());
+    const uint8_t* p = w.packed->data();
+    const int rows = int(w.packed->panel_rows);
+    const int64_t nsb = w.cols / QK_K;
+    switch (w.type) {
+      case DType::q4_k: detail::unpack_kq_row<detail::KQ4>(p, rows, nsb, row, unpacked.data()); break;
+      case DType::q5_k: detail::unpack_kq_row<detail::KQ5>(p, rows, nsb, row, unpacked.data()); break;
+      default: detail::unpack_kq_row<detail::KQ6>(p, rows, nsb, row, unpacked.data()); break;
+    }
+    src = unpacked.data();
+  }
+  dequantize_row(w.type, src, dst, w.cols);
 }
 
 }  // namespace ws

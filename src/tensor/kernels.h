@@ -13,9 +13,11 @@
 
 namespace ws {
 
-// Rows of a Q8_0 or F16 matrix repacked once at load for this CPU's panel kernels: panels
-// of P rows; Q8_0 (kernels_panel.h): per 32-element block, 8 vectors of P x 4 levels and
-// one vector of P f32 scales; F16 (kernels_f16_panel.h): [cols][P] f16.
+// Rows of a Q8_0, Q4_K, Q5_K, Q6_K or F16 matrix repacked once at load for this CPU's
+// panel kernels: panels of P rows; Q8_0 (kernels_panel.h): per 32-element block, one
+// vector of P f32 scales and 8 vectors of P x 4 levels; K-quants (kernels_kquant_layout.h):
+// per super-block, the block's bytes 4-byte transposed (same size as the original, Q6_K
+// +1%); F16 (kernels_f16_panel.h): [cols][P] f16.
 struct PackedRows {
   struct alignas(64) Line {
     uint8_t bytes[64];
@@ -41,8 +43,9 @@ struct Matrix {
 };
 
 // `w` plus a repacked copy of its rows where this CPU's kernels have a packed layout for
-// its type (Q8_0 and F16 with AVX2 or AVX-512); otherwise `w` unchanged. Results are
-// bit-identical either way; packing removes the per-call repacking (decode speed).
+// its type (Q8_0, K-quants and F16 with AVX2 or AVX-512); otherwise `w` unchanged.
+// Results are bit-identical either way; packing removes the per-call repacking (decode
+// speed). get_row reads K-quant rows from the packed copy.
 Matrix pack_for_cpu(const Matrix& w);
 
 enum class Isa { scalar, avx2 };

@@ -1,38 +1,35 @@
 // AVX2/FMA/F16C matmul kernels. Compiled with -mavx2 -mfma -mf16c; only called after
 // the run-time CPU check in kernels.cpp.
 //
-// Structure: each weight type has an "Ops" struct describing one block of a dot product
-// (load a weight block, load an activation block, fold their product into an 8-lane
-// float accumulator). A register tile `tile<Ops, R, T>` computes R rows x T tokens by
-// walking the blocks once and reusing every loaded weight block for T tokens and every
-// loaded activation block for R rows.
+// Quantized and F16 weights run on 8-row panels (kernels_panel.h, kernels_kquant_panel.h,
+// kernels_f16_panel.h) with the vector traits V256 below; they share one float sequence
+// per output with the scalar reference, so they match it bit for bit.
 //
-// Batch invariance: every output element owns exactly one accumulator, which starts at
-// zero, receives Ops::step for blocks 0, 1, ..., nb-1 in order (plus the zero-padded
-// tail block) and is then reduced by hsum(). That sequence is the same for every tile
-// shape, so tile<Ops,4,3>, tile<Ops,4,1> and tile<Ops,1,1> give bit-identical results
-// for the same (row, token). All float arithmetic is written as intrinsics (never as
-// `a * b + c` in C++), so -ffp-contract cannot fuse differently in different tiles.
-//
-// Scalar vs AVX2: the integer part of each block dot is exact in both. Q8_0/Q4_0 use the
-// same float sequence as the scalar reference (kernels_panel.h), so they match it bit for
-// bit; the other types sum the per-block float terms in 8 lanes + a horizontal sum here
-// and in one running sum there, so they agree to float rounding, not bits.
+// F32 and BF16 use the register tile of kernels_tile.h: each has an "Ops" struct
+// describing one 8-element block of a dot product, and `tile<Ops, R, T>` computes R rows x
+// T tokens reusing every loaded weight block for T tokens and every activation block for
+// R rows. Every output element owns one accumulator that receives Ops::step for blocks
+// 0, 1, ..., nb-1 in order (plus the zero-padded tail) and is reduced by hsum(), the same
+// for every tile shape, so results are batch invariant. They sum in 8 lanes + a horizontal
+// sum here and in one running sum in the scalar reference, so the two agree to float
+// rounding, not bits. All float arithmetic is written as intrinsics (never as `a * b + c`
+// in C++), so -ffp-contract cannot fuse differently in different tiles.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include "tensor/kernels_impl.h"
 #include "tensor/kernels_f16_panel.h"
+#include "tensor/kernels_kquant_panel.h"
 #include "tensor/kernels_panel.h"
 #include "tensor/kernels_tile.h"
+#include "tensor/quant.h"
 
 namespace ws::detail {
 namespace {
-
-inline float h2f(f16_bits h) { return _cvtsh_ss(h); }
 
 // ---- float types: a block is 8 elements; cols need not be a multiple of 8 ----
 
@@ -59,7 +56,7 @@ struct OpsBF16 : OpsF32 {
   static X load_x(const uint8_t* row, int64_t b) { return load(row, b); }
 };
 
-// ---- Q8_0 / Q4_0: 8-row panels (kernels_panel.h) ----
+// ---- quantized and F16 types: 8-row panels ----
 
 struct V256 {
   using I = __m256i;
@@ -112,6 +109,51 @@ struct V256 {
     if (n == kRows) _mm256_storeu_ps(y, v);
     else _mm256_maskstore_ps(y, row_mask(n), v);
   }
+
+  // K-quants (kernels_kquant_panel.h).
+  // Tokens per pass: their int32 sums and 8 level vectors (nearly) fit 16 ymm; 6 measured
+  // best (4: 10% slower, 8: spills).
+  static constexpr int kKTokens = 6;
+  static I zero_i() { return _mm256_setzero_si256(); }
+  static I bcast32(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+  }
+  static I and8(I v, int m) { return _mm256_and_si256(v, _mm256_set1_epi8(char(m))); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I shift16(I v, int s) {  // left by s, or right by -s
+    return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
+  }
+  static I srai16(I v, int s) { return _mm256_srai_epi16(v, s); }
+  static I neg16(I v) { return _mm256_sub_epi16(_mm256_setzero_si256(), v); }
+  static I shuffle32(I v, __m128i pattern) {
+    return _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(pattern));
+  }
+  static I madd_acc(I acc, I a, I b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+  // Sub-block scale byte b of each lane in scaled_dot's form: int16 pairs (sc, sc).
+  static I scale_u8(I bytes, int b) { return shuffle32(bytes, lane_bytes(b, -1, b, -1)); }
+  static I scale_s8(I bytes, int b) { return srai16(shuffle32(bytes, lane_bytes(-1, b, -1, b)), 8); }
+  // acc + sc * sum_g (levels w[g] . x[4g..4g+3]), g < NG, levels 0..kMax: maddubs products
+  // are summed in int16 for as many groups as cannot overflow it (each adds at most
+  // 2 * 128 * kMax), then widened by madd with the scale pairs.
+  template <int NG, int kMax>
+  static I scaled_dot(const I* w, const int8_t* x, I sc, I acc) {
+    constexpr int G = 32767 / (2 * 128 * kMax);
+    static_assert(G >= 1 && NG % G == 0);
+#pragma GCC unroll 8
+    for (int g0 = 0; g0 < NG; g0 += G) {
+      I s = _mm256_maddubs_epi16(w[g0], bcast32(x + 4 * g0));
+#pragma GCC unroll 8
+      for (int g = g0 + 1; g < g0 + G; ++g)
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[g], bcast32(x + 4 * g)));
+      acc = madd_acc(acc, s, sc);
+    }
+    return acc;
+  }
+  static F fnma_block(I s, F dw, float dx, F acc) {
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
+  }
 };
 
 struct DotAvx2 {
@@ -121,166 +163,79 @@ struct DotAvx2 {
   }
 };
 
-// ---- K-quants with Q8_K activations: one step is a whole 256-element super-block ----
-//
-// load_w unpacks a weight super-block once (levels as bytes, scales) and the tile reuses
-// it for T tokens. Integer sums are exact and every int32 lane always collects the same
-// elements, so the float values entering the accumulator do not depend on the tile.
-
-// 8 six-bit scales and 8 six-bit mins of a Q4_K/Q5_K block, as bytes.
-struct ScalesK4 {
-  uint8_t sc[8];
-  uint8_t m[8];
-};
-
-inline ScalesK4 decode_scales_k4(const uint8_t* packed /* [12] */) {
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  // Sub-blocks 0..3: low 6 bits of bytes 0..3 (scales) and 4..7 (mins). Sub-blocks 4..7:
-  // low/high nibbles of bytes 8..11, with the top 2 bits of bytes 0..3 / 4..7 above.
-  const uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
-  const uint32_t m_lo = u[1] & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  ScalesK4 s;
-  std::memcpy(s.sc, &sc_lo, 4);
-  std::memcpy(s.sc + 4, &sc_hi, 4);
-  std::memcpy(s.m, &m_lo, 4);
-  std::memcpy(s.m + 4, &m_hi, 4);
-  return s;
+// One Q8_K block (256 activations), byte for byte as quantize_row_q8_k (quant.cpp): the
+// first element of largest magnitude sets the scale, the same float products, and for
+// finite products (|v| <= 127) cvtps rounds to nearest even exactly as its nearest_int.
+// Blocks with non-finite values or scale go to quant.cpp itself (its rounding trick's
+// bytes for NaN and infinity are not cvtps's).
+void quantize_block_q8_k(const float* src, block_q8_k* dst) {
+  __m256 amax8 = _mm256_setzero_ps();  // [8] running max |x|; max_ps(x, acc) skips NaN x as the scalar does
+  __m256 nan8 = _mm256_setzero_ps();   // [8] all ones where some x was NaN
+  for (int j = 0; j < QK_K; j += 8) {
+    const __m256 x = _mm256_loadu_ps(src + j);
+    amax8 = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x), amax8);
+    nan8 = _mm256_or_ps(nan8, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  if (!amax) {
+    std::memset(dst, 0, sizeof(block_q8_k));
+    return;
+  }
+  int first = 0;
+  while (std::fabs(src[first]) != amax) ++first;
+  const float iscale = -127.f / src[first];
+  if (_mm256_movemask_ps(nan8) || !std::isfinite(amax) || !std::isfinite(iscale)) {
+    quantize_row_q8_k(src, dst, QK_K);
+    return;
+  }
+  const __m256 scale = _mm256_set1_ps(iscale);
+  for (int j = 0; j < QK_K; j += 32) {
+    __m256i q[4];  // [4][8] int32 levels of elements j..j+31, within -127..127
+    for (int k = 0; k < 4; ++k)
+      q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(scale, _mm256_loadu_ps(src + j + 8 * k))),
+                              _mm256_set1_epi32(127));
+    // packs interleave 128-bit lanes; the permute restores element order.
+    const __m256i q16 = _mm256_packs_epi32(q[0], q[1]), q16b = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16, q16b),
+                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst->qs + j), q8);
+    // bsums of elements j..j+15 and j+16..j+31: lanes 0 and 1 of the two halves of s2.
+    const __m256i s = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    const __m256i s2 = _mm256_hadd_epi32(s, s);
+    const __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(s2), _mm256_extracti128_si256(s2, 1));
+    dst->bsums[j / 16] = int16_t(_mm_cvtsi128_si32(sum));
+    dst->bsums[j / 16 + 1] = int16_t(_mm_extract_epi32(sum, 1));
+  }
+  dst->d = 1 / iscale;
 }
-
-// A Q4_K or Q5_K super-block ready for dot products.
-struct UnpackedK4 {
-  __m256i q[8];      // [8 sub-blocks][32] unsigned levels (0..15 or 0..31)
-  __m256i m_pairs;   // [16] int16: min of sub-block j at lanes 2j and 2j+1
-  ScalesK4 s;
-  float d, dmin;     // super-block scales
-};
-
-template <class Block>
-__attribute__((noinline)) UnpackedK4 unpack_k4(const Block* w, const uint8_t* qh) {
-  UnpackedK4 u;
-  u.s = decode_scales_k4(w->scales);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1);
-  const __m256i qhv = qh ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh))
-                         : _mm256_setzero_si256();
-  for (int c = 0; c < 4; ++c) {  // 64-element chunk: sub-blocks 2c (low) and 2c+1 (high)
-    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qs + 32 * c));
-    __m256i q_lo = _mm256_and_si256(packed, low4);
-    __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
-    if (qh) {  // bit j of each qh byte is the fifth bit of sub-block j
-      const __m256i h_lo = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * c), one);
-      const __m256i h_hi = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * c + 1), one);
-      q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(h_lo, 4));
-      q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(h_hi, 4));
-    }
-    u.q[2 * c] = q_lo;
-    u.q[2 * c + 1] = q_hi;
-  }
-  const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u.s.m)));
-  u.m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-  u.d = h2f(w->d);
-  u.dmin = h2f(w->dmin);
-  return u;
-}
-
-// acc + d*sum(sc*q*xq) - dmin*sum(m*xq) for one super-block.
-__attribute__((noinline)) __m256 step_k4(const UnpackedK4& w, const block_q8_k* x, __m256 acc) {
-  __m256i sum_q = _mm256_setzero_si256();  // [8] int32
-  for (int j = 0; j < 8; ++j) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * j));
-    sum_q = _mm256_add_epi32(sum_q, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[j], xq),
-                                                      _mm256_set1_epi16(w.s.sc[j])));
-  }
-  // Mins: bsums hold the sums of 16 activation levels, two per sub-block.
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->bsums));
-  const __m256i sum_m = _mm256_madd_epi16(bs, w.m_pairs);  // [8] int32
-  const __m256 d = _mm256_set1_ps(w.d * x->d);
-  const __m256 dmin = _mm256_set1_ps(w.dmin * x->d);
-  acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum_q), acc);
-  return _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(sum_m), acc);
-}
-
-struct OpsQ4_K {
-  static constexpr int kElems = QK_K, kElemBytes = 0, kT = 4, kR1 = 4;
-  static constexpr bool kTail = false;
-  using W = UnpackedK4;
-  using X = const block_q8_k*;
-  static W load_w(const uint8_t* row, int64_t b) {
-    return unpack_k4(reinterpret_cast<const block_q4_k*>(row) + b, nullptr);
-  }
-  static X load_x(const uint8_t* row, int64_t b) { return reinterpret_cast<X>(row) + b; }
-  static __m256 step(const W& w, X x, __m256 acc) { return step_k4(w, x, acc); }
-};
-
-struct OpsQ5_K : OpsQ4_K {
-  static W load_w(const uint8_t* row, int64_t b) {
-    const auto* blk = reinterpret_cast<const block_q5_k*>(row) + b;
-    return unpack_k4(blk, blk->qh);
-  }
-};
-
-// A Q6_K super-block ready for dot products.
-struct UnpackedQ6K {
-  __m256i q[8];    // [8 quarters-of-halves][32] levels + 32 (0..63, unsigned)
-  __m256i sc16;    // [16] int16 sub-block scales
-  const int8_t* scales;  // [16] the block's int8 scales
-  float d;
-};
-
-__attribute__((noinline)) UnpackedQ6K unpack_q6_k(const block_q6_k* w) {
-  UnpackedQ6K u;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i two_bits = _mm256_set1_epi8(3);
-  for (int h = 0; h < 2; ++h) {  // 128-element halves
-    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
-    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h));
-    for (int q = 0; q < 4; ++q) {  // quarter q: nibble half q/2 of ql(q%2), qh bits 2q..2q+1
-      const __m256i ql = (q & 1) ? ql1 : ql0;
-      const __m256i lo = (q < 2) ? _mm256_and_si256(ql, low4)
-                                 : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), two_bits);
-      u.q[4 * h + q] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-    }
-  }
-  u.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
-  u.scales = w->scales;
-  u.d = h2f(w->d);
-  return u;
-}
-
-// acc + d * sum_i sc(i) * (q_i - 32) * xq_i for one Q6_K super-block.
-__attribute__((noinline)) __m256 step_q6_k(const UnpackedQ6K& w, const block_q8_k* x, __m256 acc) {
-  __m256i sum = _mm256_setzero_si256();  // [8] int32
-  for (int k = 0; k < 8; ++k) {  // 32 elements starting at 32k, scales 2k and 2k+1
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * k));
-    const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(w.scales[2 * k + 1]),
-                                        _mm_set1_epi16(w.scales[2 * k]));
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[k], xq), sc));
-  }
-  // The -32 offset of every level: subtract 32 * sum_k sc_k * bsum_k.
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->bsums));
-  sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(bs, w.sc16), 5));
-  const __m256 d = _mm256_set1_ps(w.d * x->d);
-  return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
-}
-
-struct OpsQ6_K : OpsQ4_K {
-  using W = UnpackedQ6K;
-  static W load_w(const uint8_t* row, int64_t b) {
-    return unpack_q6_k(reinterpret_cast<const block_q6_k*>(row) + b);
-  }
-  static __m256 step(const W& w, X x, __m256 acc) { return step_q6_k(w, x, acc); }
-};
 
 }  // namespace
 
+void quantize_row_q8_k_avx2(const float* src, block_q8_k* dst, int64_t n) {
+  for (int64_t b = 0; b < n / QK_K; ++b) quantize_block_q8_k(src + b * QK_K, dst + b);
+}
+
 void pack_panels_avx2(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out) {
-  if (a.wtype == DType::f16) pack_f16_panels<V256>(a, p0, p1, out);
-  else pack_panels<V256, UnpackQ8_0>(a, p0, p1, out);
+  const int64_t nsb = a.cols / QK_K;  // K-quant super-blocks per row
+  switch (a.wtype) {
+    case DType::f16: pack_f16_panels<V256>(a, p0, p1, out); break;
+    case DType::q8_0: pack_panels<V256, UnpackQ8_0>(a, p0, p1, out); break;
+    case DType::q4_k: pack_kq_panels<V256::kRows, KQ4>(a.w, a.w_stride, a.y_stride, nsb, p0, p1, out); break;
+    case DType::q5_k: pack_kq_panels<V256::kRows, KQ5>(a.w, a.w_stride, a.y_stride, nsb, p0, p1, out); break;
+    case DType::q6_k: pack_kq_panels<V256::kRows, KQ6>(a.w, a.w_stride, a.y_stride, nsb, p0, p1, out); break;
+    default: throw std::invalid_argument("pack_panels: unsupported weight type");
+  }
+}
+
+void round_to_f16_avx2(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
@@ -290,9 +245,9 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     case DType::bf16: rows_range<OpsBF16>(a, r0, r1); break;
     case DType::q8_0: panel_rows_range<V256, DotAvx2, UnpackQ8_0>(a, r0, r1); break;
     case DType::q4_0: panel_rows_range<V256, DotAvx2, UnpackQ4_0>(a, r0, r1); break;
-    case DType::q4_k: rows_range<OpsQ4_K>(a, r0, r1); break;
-    case DType::q5_k: rows_range<OpsQ5_K>(a, r0, r1); break;
-    case DType::q6_k: rows_range<OpsQ6_K>(a, r0, r1); break;
+    case DType::q4_k: kq_rows_range<V256, KQ4>(a, r0, r1); break;
+    case DType::q5_k: kq_rows_range<V256, KQ5>(a, r0, r1); break;
+    case DType::q6_k: kq_rows_range<V256, KQ6>(a, r0, r1); break;
     default: throw std::invalid_argument("matmul: unsupported weight type");
   }
 }

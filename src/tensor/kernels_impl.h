@@ -34,15 +34,20 @@ DType dot_type(DType wtype);
 // r0, r1, n_tokens or the element's position in a tile: that is batch invariance.
 void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
-// Q8_0/Q4_0 on 16-row AVX512-VNNI panels, bit-identical to the AVX2 and scalar paths.
+// Q8_0/Q4_0, K-quant and F16 on 16-row AVX512 (VNNI) panels, bit-identical to the AVX2
+// and scalar paths.
 void matmul_panels_vnni(const MatmulArgs& a, int64_t r0, int64_t r1);
-// Writes the PackedRows layout of panels [p0, p1) of a Q8_0 matrix (a.w, a.w_stride,
-// a.cols, a.y_stride = rows) to `out` (64-byte aligned, starting at panel p0).
+// Writes the PackedRows layout of panels [p0, p1) of a Q8_0, K-quant or F16 matrix (a.w,
+// a.w_stride, a.cols, a.y_stride = rows) to `out` (64-byte aligned, starting at panel p0).
 void pack_panels_avx2(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out);
 void pack_panels_vnni(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out);
 bool cpu_has_vnni();
-// Rows per Q8_0/Q4_0 panel (kernels_panel.h) of the AVX2 and VNNI kernels; the driver
-// splits rows in whole panels.
+// quantize_row_q8_k (quant.cpp) with AVX2, byte-identical to it.
+void quantize_row_q8_k_avx2(const float* src, block_q8_k* dst, int64_t n);
+// out[i] = x[i] rounded to f16 and widened back (the F16 kernels' activations), n any.
+void round_to_f16_avx2(const float* x, float* out, int64_t n);
+// Rows per panel (kernels_panel.h, kernels_kquant_panel.h, kernels_f16_panel.h) of the
+// AVX2 and VNNI kernels; the driver splits rows in whole panels.
 constexpr int64_t kPanelRowsAvx2 = 8, kPanelRowsVnni = 16;
 
 // Row tile of the AVX2 kernel; the driver hands out row ranges in multiples of it so

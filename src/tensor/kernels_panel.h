@@ -2,11 +2,13 @@
 // (16 rows per zmm) translation units, each instantiating it with its own vector traits.
 // Like kernels_tile.h: internal to the including file, no standard-library templates.
 //
-// Layout: a panel holds P weight rows. For each 32-element block b the panel is packed
-// (transposed) so that vector g (0..7) holds levels 4g..4g+3 of every row, one row per
-// int32 lane, followed by the P row scales as f32. One integer dot step then multiplies
-// a vector g by the broadcast 4 activation levels 4g..4g+3 of one token; eight steps
-// leave each lane with that row's exact block dot product I_b.
+// Layout: a panel holds P weight rows. For each 32-element block b it holds the P row
+// scales as f32, then 8 vectors packed (transposed) so that vector g holds levels
+// 4g..4g+3 of every row, one row per int32 lane. (Scales first because the kernel reads
+// them first: decode streams the weights from memory, and the hardware prefetcher keeps
+// up with one ascending stream.) One integer dot step multiplies a vector g by the
+// broadcast 4 activation levels 4g..4g+3 of one token; eight steps leave each lane with
+// that row's exact block dot product I_b.
 //
 // Numerics (shared with the scalar reference dot_q8_0 / dot_q4_0, bit for bit):
 //   acc = 0;  for b in 0..nb-1:  acc = fma(float(I_b), d_w[b] * d_x[b], acc)
@@ -35,7 +37,7 @@ constexpr int64_t kFewTokens = 4;  // below this many tokens, no packing (rows8_
 alignas(64) constexpr uint8_t kZeroBlock[64] = {};
 
 // Packs blocks [b0, b0 + nblk) of the P rows `rows` into `out`:
-// [nblk][8 V::I level vectors, 1 V::F scale vector].
+// [nblk][1 V::F scale vector, 8 V::I level vectors].
 template <class V, class Unpack>
 void pack_panel(const uint8_t* const* rows, int64_t b0, int64_t nblk, typename V::I* out) {
   constexpr int P = V::kRows, L = P / 4;  // rows, 128-bit lanes per vector
@@ -49,11 +51,12 @@ void pack_panel(const uint8_t* const* rows, int64_t b0, int64_t nblk, typename V
       lo[i] = V::from_lanes(l16);
       hi[i] = V::from_lanes(h16);
     }
-    typename V::I* w = out + j * 9;
+    typename V::I* blk = out + j * 9;
+    V::store_scales(blk, d);
+    typename V::I* w = blk + 1;
     V::transpose4(lo, w);  // levels 0..15: vectors 0..3
     V::transpose4(hi, w + 4);
     for (int g = 0; g < 8; ++g) w[g] = V::prepare_levels(w[g]);
-    V::store_scales(w + 8, d);
   }
 }
 
@@ -71,8 +74,8 @@ void panel_tokens(const typename V::I* packed, int64_t nblk, const MatmulArgs& a
     scale[t] = a.x_scale + (t0 + t) * nb + b0;
   }
   for (int64_t j = 0; j < nblk; ++j) {
-    const typename V::I* w = packed + j * 9;
-    const typename V::F dw = V::load_scales(w + 8);
+    const typename V::F dw = V::load_scales(packed + j * 9);
+    const typename V::I* w = packed + j * 9 + 1;
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {  // unrolled: acc stays in registers
       const typename V::I s = V::block_dot(w, xt[t][j].qs, corr[t][j]);
