@@ -8,20 +8,11 @@ prompt tokens each engine reused (usage.prompt_tokens_details.cached_tokens) out
 was sent. Replies differ between engines (random weights, different kernels), so the
 histories, hence the prompt token counts, may differ slightly; the table shows both."""
 import json
-import platform
 import sys
 from collections import defaultdict
 from datetime import datetime, timezone
 
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+from summarize_compare import cpu_model  # same folder
 
 
 def main(path):
