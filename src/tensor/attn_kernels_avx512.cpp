@@ -86,16 +86,13 @@ void scores_key_lanes(const float* qt, const float* kr, int32_t hd, float scale,
 // Few queries (decode): 16 keys at a time, d in the lanes. Lane p of acc[x] is the
 // partial sum over d = p, p + 16, ... of key x (the same fma chains as above), then the
 // tree runs across lanes on all 16 keys at once, pairing exactly the same partials.
-void scores_keys_dots(const float* qt, int nq, const float* kt /* [16][hd] */, int nk, int32_t hd,
-                      float scale, float* s /* [nk][16] */) {
+void scores_keys_dots(const float* qrows /* [nq][hd] */, int nq, const float* kt /* [16][hd] */, int nk,
+                      int32_t hd, float scale, float* s /* [nk][16] */) {
   for (int i = 0; i < nq; ++i) {
     __m512 acc[16];  // [key] partial sums by d mod 16
     for (int x = 0; x < 16; ++x) acc[x] = _mm512_setzero_ps();
     for (int32_t d0 = 0; d0 < hd; d0 += 16) {
-      // q_i[d0 .. d0 + 16) gathered from the transposed queries (column i).
-      const __m512 qv = _mm512_i32gather_ps(_mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176,
-                                                              192, 208, 224, 240),
-                                            qt + d0 * 16 + i, 4);
+      const __m512 qv = _mm512_loadu_ps(qrows + i * hd + d0);
 #pragma GCC unroll 16
       for (int x = 0; x < 16; ++x) acc[x] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kt + x * hd + d0), acc[x]);
     }
@@ -169,6 +166,9 @@ void accumulate_chunk(const float* p, int nq, const KvRows& v, int32_t d0, float
 void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
   alignas(64) float kt[16 * kMaxGroupHeadDim];  // [16 keys][hd] f32 rows (converted from f16)
   if (nq <= kFewQueries) {
+    alignas(64) float qrows[kFewQueries * kMaxGroupHeadDim];  // [nq][hd] f32: the queries as rows
+    for (int i = 0; i < nq; ++i)
+      for (int32_t d = 0; d < hd; ++d) qrows[i * hd + d] = qt[d * 16 + i];
     for (int32_t j = 0; j < k.n; j += 16) {
       const int nk = std::min(16, k.n - j);
       for (int x = 0; x < 16; ++x) {
@@ -177,7 +177,7 @@ void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t 
         if (!r) std::fill(kt + x * hd, kt + (x + 1) * hd, 0.f);
         else if (r != kt + x * hd) std::copy(r, r + hd, kt + x * hd);
       }
-      scores_keys_dots(qt, nq, kt, nk, hd, scale, s + j * 16);
+      scores_keys_dots(qrows, nq, kt, nk, hd, scale, s + j * 16);
     }
     return;
   }
