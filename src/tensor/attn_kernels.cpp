@@ -2,10 +2,9 @@
 #include "tensor/attn_kernels.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/kernels_impl.h"
 
 namespace ws {
 namespace {
@@ -54,15 +53,10 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
   return acc;
 }
 
-// WARMSTART_ISA=avx2 (or scalar) keeps the per-query kernels, as for the matmuls.
+// Same CPU choice as the matmuls (WARMSTART_ISA=avx2 or scalar keeps the per-query
+// kernels); one switch turns on all the AVX-512 paths together.
 bool attn_group_supported(int32_t hd) {
-  static const bool cpu = [] {
-    const char* env = std::getenv("WARMSTART_ISA");
-    if (env && (std::string(env) == "avx2" || std::string(env) == "scalar")) return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-  }();
-  return cpu && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
+  return detected_isa() == Isa::avx2 && detail::cpu_has_vnni() && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
 }
 
 void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {

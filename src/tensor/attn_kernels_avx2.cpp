@@ -7,16 +7,10 @@
 
 #include "tensor/attn_kernels.h"
 #include "tensor/dtype.h"
+#include "tensor/simd_avx2.h"
 
 namespace ws::detail {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <bool F16>
 inline __m256 load8(const void* base, size_t i) {

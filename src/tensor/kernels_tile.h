@@ -15,17 +15,10 @@
 #include <cstdint>
 
 #include "tensor/kernels_impl.h"
+#include "tensor/simd_avx2.h"
 
 namespace ws::detail {
 namespace {
-
-// Fixed-order horizontal sum of 8 lanes.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // ---- the register tile and the row-range driver ----
 
