@@ -10,6 +10,7 @@
 
 #include "tensor/attn_kernels.h"
 #include "tensor/dtype.h"
+#include "tensor/kernels_impl.h"
 
 namespace ws {
 namespace {
@@ -87,8 +88,8 @@ TEST(AttnKernels, SsmRowUpdateMatchesScalar) {
 // and its bits do not depend on the other queries in the group (nor on how the keys
 // arrive: here in two spans, as from two KV pages).
 TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
-  for (int32_t hd : {64, 80, 256}) {
-    if (!attn_group_supported(hd)) GTEST_SKIP() << "no AVX-512";
+  for (int32_t hd : {16, 64, 80, 256}) {
+    if (!attn_group_supported(hd)) GTEST_SKIP() << "no AVX2";
     for (bool f16 : {false, true}) {
       const int32_t n = 150, split = 61;  // keys, first span
       const auto kf = random_vec(size_t(n * hd), 20), vf = random_vec(size_t(n * hd), 21);
@@ -124,6 +125,9 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
       run(0, nq, grouped);
       for (int i = 0; i < nq; ++i) run(i, 1, alone);
       ASSERT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4)) << "hd " << hd;
+      std::vector<float> half(size_t(nq * hd), 0.f);  // a group of 6: lanes form, one 8-lane half on AVX2
+      run(0, 6, half);
+      ASSERT_EQ(0, std::memcmp(half.data(), alone.data(), size_t(6 * hd) * 4)) << "hd " << hd;
       for (int i = 0; i < nq; ++i) {  // float64 reference on the stored (rounded) K/V
         auto kv = [&](const std::vector<float>& f, const std::vector<uint16_t>& h, size_t idx) {
           return f16 ? double(f16_to_f32(h[idx])) : double(f[idx]);
@@ -142,6 +146,47 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
           for (int32_t j = lo[i]; j <= hi[i]; ++j) o += w[size_t(j)] / sum * kv(vf, vh, size_t(j * hd + d));
           ASSERT_NEAR(grouped[size_t(i * hd + d)], o, 1e-4) << "hd " << hd << " query " << i << " d " << d;
         }
+      }
+    }
+  }
+}
+
+// The AVX2 and AVX-512 group kernels promise one float sequence: a machine with AVX-512
+// runs both on the same inputs (decode-sized and batch-sized groups, f32 and f16 K/V,
+// ragged visible ranges) and they must agree bit for bit.
+TEST(AttnKernels, GroupedKernelsAgreeAcrossIsas) {
+  if (!attn_group_supported(64) || !detail::cpu_has_vnni()) GTEST_SKIP() << "needs AVX-512 to compare with";
+  for (int32_t hd : {16, 64, 256}) {
+    for (bool f16 : {false, true}) {
+      for (int nq : {1, 3, 4, 7, 9, 16}) {
+        const int32_t n = 77;
+        const auto kf = random_vec(size_t(n * hd), 30), vf = random_vec(size_t(n * hd), 31);
+        std::vector<uint16_t> kh(kf.size()), vh(vf.size());  // [n][hd] f16 copies
+        for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_f16(kf[i]), vh[i] = f32_to_f16(vf[i]);
+        const KvRows k{f16 ? static_cast<const void*>(kh.data()) : kf.data(), size_t(hd), f16, n};
+        const KvRows v{f16 ? static_cast<const void*>(vh.data()) : vf.data(), size_t(hd), f16, n};
+        const auto qt = random_vec(size_t(hd) * 16, 32);  // [hd][16] (all lanes set: unused ones must not matter)
+        int32_t lo[16], hi[16];
+        for (int i = 0; i < 16; ++i) lo[i] = i < nq ? i % 5 : 1, hi[i] = i < nq ? n - 1 - 2 * i : 0;
+        std::vector<float> out_avx2(size_t(nq * hd), 0.f), out_avx512 = out_avx2;  // [nq][hd]
+        auto run = [&](bool avx512, std::vector<float>& out) {
+          std::vector<float> s(size_t(n) * 16);  // [n][16]
+          float* outs[16];
+          for (int i = 0; i < nq; ++i) outs[i] = out.data() + size_t(i) * hd;
+          if (avx512) {
+            detail::attn_group_scores_avx512(qt.data(), nq, k, hd, 0.2f, s.data());
+            detail::attn_group_softmax_avx512(s.data(), n, lo, hi);
+            detail::attn_group_accumulate_avx512(s.data(), nq, v, hd, outs);
+          } else {
+            detail::attn_group_scores_avx2(qt.data(), nq, k, hd, 0.2f, s.data());
+            detail::attn_group_softmax_avx2(s.data(), n, lo, hi);
+            detail::attn_group_accumulate_avx2(s.data(), nq, v, hd, outs);
+          }
+        };
+        run(false, out_avx2);
+        run(true, out_avx512);
+        ASSERT_EQ(0, std::memcmp(out_avx2.data(), out_avx512.data(), out_avx2.size() * 4))
+            << "hd " << hd << " f16 " << f16 << " nq " << nq;
       }
     }
   }

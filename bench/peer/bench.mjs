@@ -1,11 +1,13 @@
 // The speed peer: llama.cpp's CPU kernels through node-llama-cpp (pinned 3.21.1), measured
 // the way `warmstart bench` measures itself. Never run in CI.
 //
-//   node bench.mjs -m MODEL.gguf [-p 512,2048] [-n 128] [-t THREADS] [-r REPS]
+//   node bench.mjs -m MODEL.gguf [-p 512,2048] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS]
 //                  [--chat-turns 12] [--json]
 //
 // pp N: N fixed pseudo-random token ids evaluated into an empty sequence (batch 512).
 // tg M: M single-token evaluations (greedy, EOG tokens allowed) into an empty sequence.
+// -d D: each test starts from a sequence that already holds D tokens, evaluated untimed
+// (llama-bench's depth, and `warmstart bench -d`).
 // chat: a LlamaChatSession of T turns; each turn resends the whole conversation (the
 // session reuses its KV prefix, as llama.cpp's server does); TTFT summed over turns.
 // Output (--json): a list of {n_prompt, n_gen, avg_ts, stddev_ts, ...} like llama-bench,
@@ -15,12 +17,13 @@ import os from "node:os";
 import path from "node:path";
 
 function parseArgs(argv) {
-  const a = { model: "", pp: [512], tg: 128, threads: 2, reps: 3, chatTurns: 0, json: false, ctx: 0 };
+  const a = { model: "", pp: [512], tg: 128, depth: 0, threads: 2, reps: 3, chatTurns: 0, json: false, ctx: 0 };
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i], v = argv[i + 1];
     if (k === "-m") (a.model = v), ++i;
     else if (k === "-p") (a.pp = v.split(",").filter(Boolean).map(Number).filter((x) => x > 0)), ++i;
     else if (k === "-n") (a.tg = Number(v)), ++i;
+    else if (k === "-d") (a.depth = Number(v)), ++i;
     else if (k === "-t") (a.threads = Number(v)), ++i;
     else if (k === "-r") (a.reps = Number(v)), ++i;
     else if (k === "--chat-turns") (a.chatTurns = Number(v)), ++i;
@@ -50,15 +53,18 @@ const stats = (xs) => {
   return [mean, sd];
 };
 
-async function timePrompt(seq, tokens) {
+// The depth tokens are evaluated untimed first (none when depth is empty).
+async function timePrompt(seq, depth, tokens) {
   await seq.clearHistory();
+  if (depth.length) await seq.evaluateWithoutGeneratingNewTokens(depth);
   const t0 = process.hrtime.bigint();
   await seq.evaluateWithoutGeneratingNewTokens(tokens);
   return Number(process.hrtime.bigint() - t0) / 1e9;
 }
 
-async function timeGen(seq, nGen, firstToken) {
+async function timeGen(seq, depth, nGen, firstToken) {
   await seq.clearHistory();
+  if (depth.length) await seq.evaluateWithoutGeneratingNewTokens(depth);
   const t0 = process.hrtime.bigint();
   let n = 0;
   for await (const _ of seq.evaluate([firstToken], { temperature: 0, yieldEogToken: true })) {
@@ -93,7 +99,7 @@ async function main() {
   const llama = await getLlama({ gpu: false, build: "never", maxThreads: a.threads, logLevel: LlamaLogLevel.error });
   const model = await llama.loadModel({ modelPath: a.model, gpuLayers: 0 });
   const maxPrompt = Math.max(0, ...a.pp);
-  const contextSize = a.ctx || Math.max(4096, maxPrompt + a.tg + 16);
+  const contextSize = a.ctx || Math.max(4096, a.depth + maxPrompt + a.tg + 16);
   const context = await model.createContext({ contextSize, batchSize: 512, threads: a.threads, sequences: 1 });
   const nVocab = model.tokens.bos !== undefined ? model.fileInsights.vocabularySize ?? 8000 : 8000;
   const seq = context.getSequence();
@@ -105,19 +111,22 @@ async function main() {
     results.push(r);
     if (!a.json) console.log(`${r.test ?? (r.n_prompt ? "pp" + r.n_prompt : "tg" + r.n_gen)}\t${(r.avg_ts ?? 0).toFixed(2)} ± ${(r.stddev_ts ?? 0).toFixed(2)} t/s${r.ttft_sum_ms ? "  ttft_sum " + r.ttft_sum_ms.toFixed(0) + " ms" : ""}`);
   };
-  const toks = promptTokens(maxPrompt || 1, nVocab);
+  // The same split as warmstart's bench: depth tokens first, then the test's own.
+  const toks = promptTokens(a.depth + Math.max(maxPrompt, 1), nVocab);
+  const depth = toks.slice(0, a.depth), rest = toks.slice(a.depth);
+  common.n_depth = a.depth;
   for (const n of a.pp) {
-    const p = toks.slice(0, n);
-    await timePrompt(seq, p.slice(0, Math.min(n, 32)));  // warm-up
+    const p = rest.slice(0, n);
+    await timePrompt(seq, [], p.slice(0, Math.min(n, 32)));  // warm-up
     const secs = [];
-    for (let r = 0; r < a.reps; ++r) secs.push(await timePrompt(seq, p));
+    for (let r = 0; r < a.reps; ++r) secs.push(await timePrompt(seq, depth, p));
     const [avg, sd] = stats(secs.map((s) => n / s));
     emit({ ...common, n_prompt: n, n_gen: 0, avg_ns: Math.round(stats(secs)[0] * 1e9), avg_ts: avg, stddev_ts: sd, samples_ts: secs.map((s) => n / s) });
   }
   if (a.tg > 0) {
-    await timeGen(seq, 4, toks[0]);  // warm-up
+    await timeGen(seq, [], 4, rest[0]);  // warm-up
     const secs = [];
-    for (let r = 0; r < a.reps; ++r) secs.push(await timeGen(seq, a.tg, toks[0]));
+    for (let r = 0; r < a.reps; ++r) secs.push(await timeGen(seq, depth, a.tg, rest[0]));
     const [avg, sd] = stats(secs.map((s) => a.tg / s));
     emit({ ...common, n_prompt: 0, n_gen: a.tg, avg_ns: Math.round(stats(secs)[0] * 1e9), avg_ts: avg, stddev_ts: sd, samples_ts: secs.map((s) => a.tg / s) });
   }

@@ -53,22 +53,26 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
   return acc;
 }
 
-// Same CPU choice as the matmuls (WARMSTART_ISA=avx2 or scalar keeps the per-query
-// kernels); one switch turns on all the AVX-512 paths together.
+// Same CPU choice as the matmuls (WARMSTART_ISA=scalar keeps the per-query kernels).
+// The AVX2 and AVX-512 group kernels compute the same float sequence, so which one runs
+// changes no bit.
 bool attn_group_supported(int32_t hd) {
-  return detected_isa() == Isa::avx2 && detail::cpu_has_vnni() && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
+  return detected_isa() == Isa::avx2 && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
 }
 
 void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
-  detail::attn_group_scores_avx512(qt, nq, k, hd, scale, s);
+  if (detail::cpu_has_vnni()) detail::attn_group_scores_avx512(qt, nq, k, hd, scale, s);
+  else detail::attn_group_scores_avx2(qt, nq, k, hd, scale, s);
 }
 
 void attn_group_softmax(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
-  detail::attn_group_softmax_avx512(s, n, lo, hi);
+  if (detail::cpu_has_vnni()) detail::attn_group_softmax_avx512(s, n, lo, hi);
+  else detail::attn_group_softmax_avx2(s, n, lo, hi);
 }
 
 void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
-  detail::attn_group_accumulate_avx512(p, nq, v, hd, out);
+  if (detail::cpu_has_vnni()) detail::attn_group_accumulate_avx512(p, nq, v, hd, out);
+  else detail::attn_group_accumulate_avx2(p, nq, v, hd, out);
 }
 
 }  // namespace ws

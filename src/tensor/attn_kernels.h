@@ -33,8 +33,9 @@ float softmax_exp(float* x, int32_t n, float max, Isa isa);
 float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa);
 
 // Grouped attention: up to 16 queries reading the same kv head at once, the queries as
-// the lanes of one vector (AVX-512; see attn_kernels_avx512.cpp for the float sequence,
-// which does not depend on the group). Used when attn_group_supported(hd).
+// the lanes of one vector (AVX-512, or two AVX2 halves; see attn_kernels_avx512.cpp for
+// the float sequence, which depends neither on the group nor on the ISA). Used when
+// attn_group_supported(hd).
 constexpr int kGroupQueries = 16;
 constexpr int32_t kMaxGroupHeadDim = 512;
 bool attn_group_supported(int32_t hd);
@@ -52,6 +53,9 @@ namespace detail {
 void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
 void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi);
 void attn_group_accumulate_avx512(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
+void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
+void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi);
+void attn_group_accumulate_avx2(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);
 void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
 void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* out);

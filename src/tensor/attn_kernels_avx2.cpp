@@ -3,6 +3,7 @@
 // cannot contract it differently in different call sites.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/attn_kernels.h"
@@ -105,6 +106,90 @@ inline __m256 exp_neg(__m256 x) {
   return _mm256_andnot_ps(underflow, y);
 }
 
+// ---- grouped attention (attn_group_*): the float sequence of attn_kernels_avx512.cpp, 8 lanes at a time ----
+
+// Key/value row j as f32: converted into `tmp` when stored as f16.
+inline const float* row_f32(const KvRows& r, int32_t j, int32_t hd, float* tmp /* [hd] */) {
+  if (!r.f16) return static_cast<const float*>(r.data) + size_t(j) * r.stride;
+  const auto* h = static_cast<const uint16_t*>(r.data) + size_t(j) * r.stride;
+  for (int32_t d = 0; d < hd; d += 8)
+    _mm256_storeu_ps(tmp + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
+  return tmp;
+}
+
+// Rows prefetched ahead: a head's rows are strided by the other heads' in the cache, and
+// decode is bound by these misses.
+constexpr int32_t kAhead = 32;
+
+inline void prefetch_row(const KvRows& r, int32_t j, int32_t hd) {
+  if (j >= r.n) return;
+  const size_t bytes = size_t(hd) * (r.f16 ? 2 : 4);
+  const char* p = static_cast<const char*>(r.data) + size_t(j) * r.stride * (r.f16 ? 2 : 4);
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
+// Partial sum p (d = p, p + 16, ...) of one key for 8 query lanes; qt8 = qt + 8 * half.
+inline __m256 key_part(const float* qt8, const float* kr, int32_t hd, int p) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int32_t d0 = 0; d0 < hd; d0 += 16)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qt8 + (d0 + p) * 16), _mm256_set1_ps(kr[d0 + p]), acc);
+  return acc;
+}
+// Level 2 of the tree, w[p] = (part p + part p+8) + (part p+4 + part p+12): depth first,
+// so only a few partial sums are live at once (the pairing is the AVX-512 kernel's).
+inline __m256 key_w(const float* qt8, const float* kr, int32_t hd, int p) {
+  const __m256 z0 = _mm256_add_ps(key_part(qt8, kr, hd, p), key_part(qt8, kr, hd, p + 8));
+  const __m256 z4 = _mm256_add_ps(key_part(qt8, kr, hd, p + 4), key_part(qt8, kr, hd, p + 12));
+  return _mm256_add_ps(z0, z4);
+}
+inline __m256 key_score(const float* qt8, const float* kr, int32_t hd, float scale) {
+  const __m256 v0 = _mm256_add_ps(key_w(qt8, kr, hd, 0), key_w(qt8, kr, hd, 2));
+  const __m256 v1 = _mm256_add_ps(key_w(qt8, kr, hd, 1), key_w(qt8, kr, hd, 3));
+  return _mm256_mul_ps(_mm256_add_ps(v0, v1), _mm256_set1_ps(scale));
+}
+
+// Few queries (decode): d in the lanes. Lane p of lo / hi is partial sum p / p + 8, so
+// lo + hi is level 1 of the tree and hsum() (simd_avx2.h) pairs exactly levels 2 to 4.
+void scores_dots(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
+  alignas(32) float qrows[4 * kMaxGroupHeadDim];  // [nq][hd] f32: the queries as rows
+  alignas(32) float tmp[kMaxGroupHeadDim];        // [hd] f32: one key row
+  for (int i = 0; i < nq; ++i)
+    for (int32_t d = 0; d < hd; ++d) qrows[i * hd + d] = qt[d * 16 + i];
+  for (int32_t j = 0; j < k.n; ++j) {
+    prefetch_row(k, j + kAhead, hd);
+    const float* kr = row_f32(k, j, hd, tmp);
+    for (int i = 0; i < nq; ++i) {
+      __m256 lo = _mm256_setzero_ps(), hi = lo;
+      for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(qrows + i * hd + d0), _mm256_loadu_ps(kr + d0), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(qrows + i * hd + d0 + 8), _mm256_loadu_ps(kr + d0 + 8), hi);
+      }
+      s[j * 16 + i] = hsum(_mm256_add_ps(lo, hi)) * scale;
+    }
+  }
+}
+
+// out_i[d0, d0 + 16) += sum_j p[j][i] v_j[...] for queries [i0, i0 + Q), keys in order.
+template <int Q>
+void group_accumulate_block(const float* p, const KvRows& v, int32_t hd, int i0, int32_t d0, float* const* out) {
+  __m256 acc[Q][2];  // [query][8-lane half of the 16 d]
+  for (int i = 0; i < Q; ++i)
+    for (int c = 0; c < 2; ++c) acc[i][c] = _mm256_loadu_ps(out[i0 + i] + d0 + 8 * c);
+  for (int32_t j = 0; j < v.n; ++j) {
+    if (d0 == 0) prefetch_row(v, j + kAhead, hd);  // the first pass brings the rows in
+    const size_t b = size_t(j) * v.stride + size_t(d0);
+    const __m256 v0 = v.f16 ? load8<true>(v.data, b) : load8<false>(v.data, b);
+    const __m256 v1 = v.f16 ? load8<true>(v.data, b + 8) : load8<false>(v.data, b + 8);
+    for (int i = 0; i < Q; ++i) {
+      const __m256 pj = _mm256_set1_ps(p[j * 16 + i0 + i]);
+      acc[i][0] = _mm256_fmadd_ps(pj, v0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(pj, v1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < Q; ++i)
+    for (int c = 0; c < 2; ++c) _mm256_storeu_ps(out[i0 + i] + d0 + 8 * c, acc[i][c]);
+}
+
 }  // namespace
 
 void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
@@ -138,6 +223,56 @@ float softmax_exp_avx2(float* x, int32_t n, float max) {
     }
   }
   return sum;
+}
+
+void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
+  if (nq <= 4) return scores_dots(qt, nq, k, hd, scale, s);
+  alignas(32) float tmp[kMaxGroupHeadDim];  // [hd] f32: one key row
+  for (int32_t j = 0; j < k.n; ++j) {
+    prefetch_row(k, j + kAhead, hd);
+    const float* kr = row_f32(k, j, hd, tmp);
+    _mm256_storeu_ps(s + j * 16, key_score(qt, kr, hd, scale));
+    if (nq > 8) _mm256_storeu_ps(s + j * 16 + 8, key_score(qt + 8, kr, hd, scale));
+  }
+}
+
+void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  for (int h = 0; h < 16; h += 8) {  // lanes [h, h + 8); a half with no visible key is skipped
+    const __m256i lov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + h));
+    const __m256i hiv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + h));
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lov, hiv))) == 0xFF) continue;
+    __m256 m = neg_inf;
+    for (int32_t j = 0; j < n; ++j) {
+      const __m256i jv = _mm256_set1_epi32(j);
+      const __m256i hidden = _mm256_or_si256(_mm256_cmpgt_epi32(lov, jv), _mm256_cmpgt_epi32(jv, hiv));
+      const __m256 x = _mm256_blendv_ps(_mm256_loadu_ps(s + j * 16 + h), neg_inf, _mm256_castsi256_ps(hidden));
+      _mm256_storeu_ps(s + j * 16 + h, x);
+      m = _mm256_max_ps(m, x);
+    }
+    __m256 sum = _mm256_setzero_ps();
+    for (int32_t j = 0; j < n; ++j) {
+      const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + j * 16 + h), m));
+      _mm256_storeu_ps(s + j * 16 + h, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
+    for (int32_t j = 0; j < n; ++j)
+      _mm256_storeu_ps(s + j * 16 + h, _mm256_mul_ps(_mm256_loadu_ps(s + j * 16 + h), inv));
+  }
+}
+
+void attn_group_accumulate_avx2(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
+  for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+    int i = 0;
+    for (; i + 4 <= nq; i += 4) group_accumulate_block<4>(p, v, hd, i, d0, out);
+    switch (nq - i) {
+      case 3: group_accumulate_block<3>(p, v, hd, i, d0, out); break;
+      case 2: group_accumulate_block<2>(p, v, hd, i, d0, out); break;
+      case 1: group_accumulate_block<1>(p, v, hd, i, d0, out); break;
+      default: break;
+    }
+  }
 }
 
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n) {

@@ -78,15 +78,19 @@ struct V256 {
                     _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
   }
   static F load_scales(const I* src) { return _mm256_load_ps(reinterpret_cast<const float*>(src)); }
-  // maddubs wants unsigned x signed bytes: |w| times x carrying w's sign. No saturation:
-  // |w| <= 128 and |x| <= 127, so a pair of products fits in int16.
-  static I block_dot(const I* w, const int8_t* xq, int32_t /*corr: levels are signed*/) {
+  // maddubs wants unsigned x signed bytes: |w| (wm, once per block, or null: derived
+  // here) times x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127, so a pair of products fits in int16.
+  static void block_operands(const I* w, I* wm) {
+    for (int g = 0; g < 8; ++g) wm[g] = _mm256_sign_epi8(w[g], w[g]);
+  }
+  static I block_dot(const I* w, const I* wm, const int8_t* xq, int32_t /*corr: levels are signed*/) {
     I s = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       int32_t x4;
       std::memcpy(&x4, xq + 4 * g, 4);
-      const I prod16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w[g], w[g]),
-                                            _mm256_sign_epi8(_mm256_set1_epi32(x4), w[g]));
+      const I w_abs = wm ? wm[g] : _mm256_sign_epi8(w[g], w[g]);
+      const I prod16 = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(_mm256_set1_epi32(x4), w[g]));
       s = _mm256_add_epi32(s, _mm256_madd_epi16(prod16, _mm256_set1_epi16(1)));
     }
     return s;

@@ -54,8 +54,10 @@ struct V512 {
                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d))));
   }
   static F load_scales(const I* src) { return _mm512_load_ps(reinterpret_cast<const float*>(src)); }
-  static I block_dot(const I* w, const int8_t* xq, int32_t corr) {
+  static void block_operands(const I*, I*) {}  // the packed levels are vpdpbusd's operand
+  static I block_dot(const I* w, const I* /*wm*/, const int8_t* xq, int32_t corr) {
     I s = _mm512_set1_epi32(corr);
+#pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       int32_t x4;
       std::memcpy(&x4, xq + 4 * g, 4);

@@ -76,9 +76,13 @@ void panel_tokens(const typename V::I* packed, int64_t nblk, const MatmulArgs& a
   for (int64_t j = 0; j < nblk; ++j) {
     const typename V::F dw = V::load_scales(packed + j * 9);
     const typename V::I* w = packed + j * 9 + 1;
+    // What block_dot multiplies x by, derived from w once for all T tokens (for one token
+    // block_dot derives it in registers: a round trip through memory would cost more).
+    typename V::I wm[8];
+    if (T > 1) V::block_operands(w, wm);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {  // unrolled: acc stays in registers
-      const typename V::I s = V::block_dot(w, xt[t][j].qs, corr[t][j]);
+      const typename V::I s = V::block_dot(w, T > 1 ? wm : nullptr, xt[t][j].qs, corr[t][j]);
       acc[t] = V::fma_block(s, dw, scale[t][j], acc[t]);
     }
   }
