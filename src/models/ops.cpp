@@ -157,14 +157,19 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
   const int32_t hd = kv.head_dim();
   const int32_t group = p.n_head / kv.n_kv_heads();
   if (attn_group_supported(hd)) {
-    // Jobs: chunks of kGroupQueries queries of one kv head, latest tokens (most keys) first.
-    const int64_t per_head = n_tokens * group, chunks = (per_head + kGroupQueries - 1) / kGroupQueries;
-    pool.parallel_for(chunks * kv.n_kv_heads(), 1, [&](int64_t j0, int64_t j1) {
+    // Jobs: chunks of up to kGroupQueries queries of one kv head, latest tokens (most keys)
+    // first. With fewer kv heads than threads (decode on gemma3: one) the chunks shrink until
+    // every thread has one; a query's bits do not depend on the chunk it is computed in.
+    const int64_t n_kv = kv.n_kv_heads(), per_head = n_tokens * group;
+    const int64_t want = (pool.size() + n_kv - 1) / n_kv;  // chunks per kv head
+    const int64_t size = std::clamp<int64_t>((per_head + want - 1) / want, 1, kGroupQueries);
+    const int64_t chunks = (per_head + size - 1) / size;
+    pool.parallel_for(chunks * n_kv, 1, [&](int64_t j0, int64_t j1) {
       GroupScratch scratch;
       for (int64_t job = j0; job < j1; ++job) {
-        const int32_t g = int32_t(job % kv.n_kv_heads());
-        const int64_t qi0 = (chunks - 1 - job / kv.n_kv_heads()) * kGroupQueries;
-        attend_group(q, kv, g, qi0, int(std::min<int64_t>(kGroupQueries, per_head - qi0)), pos0, p, scratch, out);
+        const int32_t g = int32_t(job % n_kv);
+        const int64_t qi0 = (chunks - 1 - job / n_kv) * size;
+        attend_group(q, kv, g, qi0, int(std::min<int64_t>(size, per_head - qi0)), pos0, p, scratch, out);
       }
     });
     return;
