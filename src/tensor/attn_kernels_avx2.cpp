@@ -128,24 +128,52 @@ inline void prefetch_row(const KvRows& r, int32_t j, int32_t hd) {
   for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
-// Partial sum p (d = p, p + 16, ...) of one key for 8 query lanes; qt8 = qt + 8 * half.
-inline __m256 key_part(const float* qt8, const float* kr, int32_t hd, int p) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int32_t d0 = 0; d0 < hd; d0 += 16)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qt8 + (d0 + p) * 16), _mm256_set1_ps(kr[d0 + p]), acc);
-  return acc;
+// Partial sums p (d = p, p + 16, ...) of NK keys kr[x] for 8 query lanes (qt8 = qt + 8 *
+// half); the keys share each query load.
+template <int NK>
+inline void key_parts(const float* qt8, const float* const* kr, int32_t hd, int p, __m256* acc) {
+  for (int x = 0; x < NK; ++x) acc[x] = _mm256_setzero_ps();
+  for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+    const __m256 q = _mm256_loadu_ps(qt8 + (d0 + p) * 16);
+    for (int x = 0; x < NK; ++x) acc[x] = _mm256_fmadd_ps(q, _mm256_set1_ps(kr[x][d0 + p]), acc[x]);
+  }
 }
 // Level 2 of the tree, w[p] = (part p + part p+8) + (part p+4 + part p+12): depth first,
 // so only a few partial sums are live at once (the pairing is the AVX-512 kernel's).
-inline __m256 key_w(const float* qt8, const float* kr, int32_t hd, int p) {
-  const __m256 z0 = _mm256_add_ps(key_part(qt8, kr, hd, p), key_part(qt8, kr, hd, p + 8));
-  const __m256 z4 = _mm256_add_ps(key_part(qt8, kr, hd, p + 4), key_part(qt8, kr, hd, p + 12));
-  return _mm256_add_ps(z0, z4);
+template <int NK>
+inline void key_w(const float* qt8, const float* const* kr, int32_t hd, int p, __m256* w) {
+  __m256 a[NK], b[NK], z0[NK];
+  key_parts<NK>(qt8, kr, hd, p, a);
+  key_parts<NK>(qt8, kr, hd, p + 8, b);
+  for (int x = 0; x < NK; ++x) z0[x] = _mm256_add_ps(a[x], b[x]);
+  key_parts<NK>(qt8, kr, hd, p + 4, a);
+  key_parts<NK>(qt8, kr, hd, p + 12, b);
+  for (int x = 0; x < NK; ++x) w[x] = _mm256_add_ps(z0[x], _mm256_add_ps(a[x], b[x]));
 }
-inline __m256 key_score(const float* qt8, const float* kr, int32_t hd, float scale) {
-  const __m256 v0 = _mm256_add_ps(key_w(qt8, kr, hd, 0), key_w(qt8, kr, hd, 2));
-  const __m256 v1 = _mm256_add_ps(key_w(qt8, kr, hd, 1), key_w(qt8, kr, hd, 3));
-  return _mm256_mul_ps(_mm256_add_ps(v0, v1), _mm256_set1_ps(scale));
+// s[16 x + lane] = scale * (v0 + v1), v0 = w0 + w2, v1 = w1 + w3, for key x.
+template <int NK>
+inline void key_scores(const float* qt8, const float* const* kr, int32_t hd, float scale, float* s) {
+  __m256 wa[NK], wb[NK], v0[NK];
+  key_w<NK>(qt8, kr, hd, 0, wa);
+  key_w<NK>(qt8, kr, hd, 2, wb);
+  for (int x = 0; x < NK; ++x) v0[x] = _mm256_add_ps(wa[x], wb[x]);
+  key_w<NK>(qt8, kr, hd, 1, wa);
+  key_w<NK>(qt8, kr, hd, 3, wb);
+  for (int x = 0; x < NK; ++x)
+    _mm256_storeu_ps(s + 16 * x, _mm256_mul_ps(_mm256_add_ps(v0[x], _mm256_add_ps(wa[x], wb[x])), _mm256_set1_ps(scale)));
+}
+
+// Keys [j, j + NK) for the query lanes in use (one or both halves).
+template <int NK>
+inline void keys_lanes(const float* qt, int nq, const KvRows& k, int32_t j, int32_t hd, float scale, float* s,
+                       float* tmp /* [NK][hd] */) {
+  const float* kr[NK];
+  for (int x = 0; x < NK; ++x) {
+    prefetch_row(k, j + x + kAhead, hd);
+    kr[x] = row_f32(k, j + x, hd, tmp + x * hd);
+  }
+  key_scores<NK>(qt, kr, hd, scale, s + j * 16);
+  if (nq > 8) key_scores<NK>(qt + 8, kr, hd, scale, s + j * 16 + 8);
 }
 
 // Few queries (decode): d in the lanes. Lane p of lo / hi is partial sum p / p + 8, so
@@ -180,7 +208,8 @@ void group_accumulate_block(const float* p, const KvRows& v, int32_t hd, int i0,
     const size_t b = size_t(j) * v.stride + size_t(d0);
     const __m256 v0 = v.f16 ? load8<true>(v.data, b) : load8<false>(v.data, b);
     const __m256 v1 = v.f16 ? load8<true>(v.data, b + 8) : load8<false>(v.data, b + 8);
-    for (int i = 0; i < Q; ++i) {
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; ++i) {  // unrolled: acc stays in registers
       const __m256 pj = _mm256_set1_ps(p[j * 16 + i0 + i]);
       acc[i][0] = _mm256_fmadd_ps(pj, v0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(pj, v1, acc[i][1]);
@@ -227,13 +256,10 @@ float softmax_exp_avx2(float* x, int32_t n, float max) {
 
 void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
   if (nq <= 4) return scores_dots(qt, nq, k, hd, scale, s);
-  alignas(32) float tmp[kMaxGroupHeadDim];  // [hd] f32: one key row
-  for (int32_t j = 0; j < k.n; ++j) {
-    prefetch_row(k, j + kAhead, hd);
-    const float* kr = row_f32(k, j, hd, tmp);
-    _mm256_storeu_ps(s + j * 16, key_score(qt, kr, hd, scale));
-    if (nq > 8) _mm256_storeu_ps(s + j * 16 + 8, key_score(qt + 8, kr, hd, scale));
-  }
+  alignas(32) float tmp[2 * kMaxGroupHeadDim];  // [2][hd] f32: two key rows
+  int32_t j = 0;
+  for (; j + 2 <= k.n; j += 2) keys_lanes<2>(qt, nq, k, j, hd, scale, s, tmp);
+  if (j < k.n) keys_lanes<1>(qt, nq, k, j, hd, scale, s, tmp);
 }
 
 void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
