@@ -4,16 +4,17 @@
 # noisy shared machine slows both alike. Prints a ratio table (warmstart ÷ peer
 # throughput) and writes it with the raw JSON to bench/results/. Never run in CI.
 #
-#   bench/compare.sh [-t THREADS] [-r REPS] [-k ROUNDS] [-p 512,2048] [-n 128]
+#   bench/compare.sh [-t THREADS] [-r REPS] [-k ROUNDS] [-p 512,2048] [-n 128] [-d DEPTH]
 #                    [-a "llama lfm2 granitehybrid mamba2 gemma3"] [-q "f16 q8_0 q4_k_m"]
+#   -d: every test starts from a context already holding DEPTH tokens (llama-bench's -d)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=$(nproc); reps=3; rounds=2; prompts=512,2048; gen=128
+threads=$(nproc); reps=3; rounds=2; prompts=512,2048; gen=128; depth=0
 archs="llama lfm2 granitehybrid mamba2 gemma3"; types="f16 q8_0 q4_k_m"
-while getopts "t:r:k:p:n:a:q:" o; do
+while getopts "t:r:k:p:n:d:a:q:" o; do
   case $o in
     t) threads=$OPTARG ;; r) reps=$OPTARG ;; k) rounds=$OPTARG ;; p) prompts=$OPTARG ;;
-    n) gen=$OPTARG ;; a) archs=$OPTARG ;; q) types=$OPTARG ;; *) exit 2 ;;
+    n) gen=$OPTARG ;; d) depth=$OPTARG ;; a) archs=$OPTARG ;; q) types=$OPTARG ;; *) exit 2 ;;
   esac
 done
 ws=${WARMSTART:-./build/warmstart}
@@ -37,9 +38,9 @@ model_path() {  # ARCH TYPE -> path, generating / quantizing on first use
 run_one() {  # ENGINE ARCH TYPE MODEL P N
   local json rss_file; rss_file=$(mktemp)
   if [ "$1" = warmstart ]; then
-    json=$(/usr/bin/time -f %M -o "$rss_file" "$ws" bench -m "$4" -p "$5" -n "$6" -t "$threads" -r "$reps" --json)
+    json=$(/usr/bin/time -f %M -o "$rss_file" "$ws" bench -m "$4" -p "$5" -n "$6" -d "$depth" -t "$threads" -r "$reps" --json)
   else
-    json=$(/usr/bin/time -f %M -o "$rss_file" node bench/peer/bench.mjs -m "$4" -p "$5" -n "$6" -t "$threads" -r "$reps" --json)
+    json=$(/usr/bin/time -f %M -o "$rss_file" node bench/peer/bench.mjs -m "$4" -p "$5" -n "$6" -d "$depth" -t "$threads" -r "$reps" --json)
   fi
   /usr/bin/python3 -c 'import json,sys; [print(json.dumps({"engine": sys.argv[1], "arch": sys.argv[2], "type": sys.argv[3], "peak_rss_kb": int(sys.argv[4]), **r})) for r in json.loads(sys.stdin.read())]' \
     "$1" "$2" "$3" "$(tail -n1 "$rss_file")" <<<"$json" >> "$raw"

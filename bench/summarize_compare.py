@@ -29,6 +29,8 @@ def main(path):
     for line in open(path):
         r = json.loads(line)
         test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+        if r.get("n_depth"):
+            test += f" @ d{r['n_depth']}"
         runs[(r["arch"], r["type"], test)].append((r["engine"], r["avg_ts"]))
         rss[(r["arch"], r["type"], r["engine"])] = max(rss[(r["arch"], r["type"], r["engine"])], r.get("peak_rss_kb", 0))
         threads.add(r.get("n_threads"))

@@ -52,6 +52,25 @@ TEST(FullKv, AppendsAcrossPagesAndReadsBack) {
   EXPECT_EQ(kv.bytes(), 25u * kRow * 4 * 2);
 }
 
+// Sealed pages are stored head by head, the tail position by position: a cut inside a
+// sealed page brings its first rows back into the tail, and every read path agrees.
+TEST(FullKv, CutInsideSealedPageKeepsItsRows) {
+  FullKvState kv(kHeads, kDim, KvType::f32, 8);
+  append(kv, 21);
+  auto fork = kv.fork();  // shares the sealed pages the cut must not change
+  kv.truncate(11);        // inside the second sealed page
+  expect_keys(kv, 0, 11);
+  append(kv, 14);  // refills and seals that page again, then one more
+  expect_keys(kv, 0, 25);
+  expect_keys(*static_cast<FullKvState*>(fork.get()), 0, 21);
+  std::vector<float> vals(size_t(25) * kDim);  // [25][kDim] values of head 1
+  kv.read_values(1, 0, 25, vals.data());
+  for (int32_t p = 0; p < 25; ++p) ASSERT_EQ(vals[size_t(p) * kDim], -float(p * 100 + kDim)) << "pos " << p;
+  const KvStore::RowSpan r = kv.rows(9, 25);  // a sealed page from position 9 on: head-major
+  EXPECT_EQ(r.n, 7);
+  EXPECT_EQ(reinterpret_cast<const float*>(r.k)[r.row_stride + r.head_stride], float(10 * 100 + kDim));
+}
+
 TEST(FullKv, F16StorageRoundsOnly) {
   FullKvState kv(kHeads, kDim, KvType::f16, 8);
   append(kv, 10);

@@ -131,8 +131,23 @@ size_t FullKvState::page_bytes() const { return 2 * size_t(page_size_) * row_siz
 
 size_t FullKvState::bytes() const { return sealed_.size() * page_bytes() + tail_.k.size() + tail_.v.size(); }
 
+// [rows][heads][row_bytes] <-> [heads][rows][row_bytes] (head_major: the first to the second).
+static void transpose_heads(const uint8_t* src, uint8_t* dst, size_t rows, size_t heads, size_t row_bytes,
+                            bool head_major) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t h = 0; h < heads; ++h) {
+      const size_t pos_major = (r * heads + h) * row_bytes, by_head = (h * rows + r) * row_bytes;
+      std::memcpy(dst + (head_major ? by_head : pos_major), src + (head_major ? pos_major : by_head), row_bytes);
+    }
+}
+
 void FullKvState::seal_tail() {
-  auto page = std::make_shared<KvPage>(std::move(tail_));
+  auto page = std::make_shared<KvPage>();
+  const size_t head_bytes = size_t(head_dim_) * elem_size(type_);
+  for (auto [src, dst] : {std::pair{&tail_.k, &page->k}, std::pair{&tail_.v, &page->v}}) {
+    dst->resize(src->size());
+    transpose_heads(src->data(), dst->data(), size_t(page_size_), size_t(n_kv_heads_), head_bytes, true);
+  }
   page->checksum = hash_bytes(page->v.data(), page->v.size(), hash_bytes(page->k.data(), page->k.size()));
   sealed_.push_back(std::move(page));
   tail_ = KvPage{};
@@ -157,21 +172,23 @@ void FullKvState::append(const float* k, const float* v, int32_t n) {
 }
 
 void FullKvState::read(bool keys, int32_t h, int32_t p_begin, int32_t p_end, float* dst) const {
-  const size_t row = size_t(row_size());
-  for (int32_t p = p_begin; p < p_end; ++p) {
-    const size_t page = size_t(p / page_size_);
-    const KvPage& pg = page < sealed_.size() ? *sealed_[page] : tail_;
-    const auto& buf = keys ? pg.k : pg.v;
-    load_row(buf.data(), size_t(p % page_size_) * row + size_t(h) * head_dim_, head_dim_, type_,
-             dst + size_t(p - p_begin) * head_dim_);
+  for (int32_t p = p_begin; p < p_end;) {
+    const RowSpan r = rows(p, p_end);
+    for (int32_t i = 0; i < r.n; ++i)
+      load_row(keys ? r.k : r.v, size_t(i) * r.row_stride + size_t(h) * r.head_stride, head_dim_, type_,
+               dst + size_t(p - p_begin + i) * head_dim_);
+    p += r.n;
   }
 }
 KvStore::RowSpan FullKvState::rows(int32_t p, int32_t p_end) const {
-  const size_t page = size_t(p / page_size_);
-  const KvPage& pg = page < sealed_.size() ? *sealed_[page] : tail_;
-  const size_t off = size_t(p % page_size_) * size_t(row_size()) * elem_size(type_);
-  const int32_t page_end = int32_t(page + 1) * page_size_;
-  return {pg.k.data() + off, pg.v.data() + off, std::min(p_end, page_end) - p};
+  const size_t page = size_t(p / page_size_), in_page = size_t(p % page_size_), hd = size_t(head_dim_);
+  const int32_t n = std::min(p_end, int32_t(page + 1) * page_size_) - p;
+  if (page < sealed_.size()) {  // head-major
+    const size_t off = in_page * hd * elem_size(type_);
+    return {sealed_[page]->k.data() + off, sealed_[page]->v.data() + off, n, hd, size_t(page_size_) * hd};
+  }
+  const size_t off = in_page * size_t(row_size()) * elem_size(type_);
+  return {tail_.k.data() + off, tail_.v.data() + off, n, size_t(row_size()), hd};
 }
 void FullKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const { read(true, h, b, e, dst); }
 void FullKvState::read_values(int32_t h, int32_t b, int32_t e, float* dst) const { read(false, h, b, e, dst); }
@@ -181,11 +198,15 @@ void FullKvState::truncate(int32_t pos) {
   const size_t row_bytes = size_t(row_size()) * elem_size(type_);
   const size_t page = size_t(pos / page_size_);
   if (page < sealed_.size()) {
-    // The cut falls inside a sealed (shared) page: copy its head into a private tail.
+    // The cut falls inside a sealed (shared) page: copy its first positions into a private
+    // tail, back in position-major order.
     const KvPage& src = *sealed_[page];
-    const size_t keep = size_t(pos % page_size_) * row_bytes;
-    tail_.k.assign(src.k.begin(), src.k.begin() + long(keep));
-    tail_.v.assign(src.v.begin(), src.v.begin() + long(keep));
+    const size_t keep = size_t(pos % page_size_), head_bytes = size_t(head_dim_) * elem_size(type_);
+    for (auto [from, to] : {std::pair{&src.k, &tail_.k}, std::pair{&src.v, &tail_.v}}) {
+      std::vector<uint8_t> full(from->size());  // [page_size][heads][head_dim]
+      transpose_heads(from->data(), full.data(), size_t(page_size_), size_t(n_kv_heads_), head_bytes, false);
+      to->assign(full.begin(), full.begin() + long(keep * row_bytes));
+    }
     sealed_.resize(page);
   } else {
     const size_t keep = size_t(pos - int32_t(sealed_.size()) * page_size_) * row_bytes;
@@ -272,7 +293,7 @@ void SlidingKvState::append(const float* k, const float* v, int32_t n) {
 
 KvStore::RowSpan SlidingKvState::rows(int32_t p, int32_t p_end) const {
   const size_t off = size_t(p - first_) * size_t(row_size()) * elem_size(type_);
-  return {k_.data() + off, v_.data() + off, p_end - p};
+  return {k_.data() + off, v_.data() + off, p_end - p, size_t(row_size()), size_t(head_dim_)};
 }
 void SlidingKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const {
   for (int32_t p = b; p < e; ++p)

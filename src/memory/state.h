@@ -30,10 +30,13 @@ struct MemoryOptions {
   int32_t swa_slack = 256;     // cells kept beyond a sliding window (how far it can be cut back)
 };
 
-// One page of attention KV: page_size positions of every kv head.
+// One page of attention KV: page_size positions of every kv head. A sealed page is
+// head-major, [n_kv_heads][page_size][head_dim], so that attention streams one head's rows
+// contiguously; the tail being filled is position-major, [n][n_kv_heads][head_dim], so
+// that appends and cuts touch one run of bytes.
 struct KvPage {
-  std::vector<uint8_t> k;  // [page_size][n_kv_heads][head_dim] f32 or f16
-  std::vector<uint8_t> v;  // [page_size][n_kv_heads][head_dim] f32 or f16
+  std::vector<uint8_t> k;  // f32 or f16, layout as above
+  std::vector<uint8_t> v;  // f32 or f16, layout as above
   uint64_t checksum = 0;   // of k and v, set when the page is sealed (full, immutable)
 };
 
@@ -98,14 +101,17 @@ class KvStore : public LayerState {
   // dst: [p_end - p_begin][head_dim] f32 of head h, first_position() <= p_begin <= p_end <= position().
   virtual void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
   virtual void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
-  // Keys and values of positions [p, p + n) where they are stored, back to back: row i at
-  // k + i * row_size() elements of type() (all kv heads). n >= 1 is as many positions as
-  // one storage chunk (a page) holds before p_end. Lets attention read K/V in place.
+  // Keys and values of positions [p, p + n) where they are stored: the row of position
+  // p + i, kv head h starts at k (v) + i * row_stride + h * head_stride elements of type().
+  // n >= 1 is as many positions as one storage chunk (a page) holds before p_end. Lets
+  // attention read K/V in place.
   // pre: first_position() <= p < p_end <= position(); valid until the next append/cut.
   struct RowSpan {
     const uint8_t* k = nullptr;
     const uint8_t* v = nullptr;
     int32_t n = 0;
+    size_t row_stride = 0;   // elements between consecutive positions of one head
+    size_t head_stride = 0;  // elements between the same position of consecutive heads
   };
   virtual RowSpan rows(int32_t p, int32_t p_end) const = 0;
 

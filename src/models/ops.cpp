@@ -81,11 +81,11 @@ void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int
                 float* scores /*[last - first + 1]*/, float* out, Isa isa) {
   const int32_t hd = kv.head_dim();
   const bool f16 = kv.type() == KvType::f16;
-  const size_t elem = f16 ? 2 : 4, head_off = size_t(g) * size_t(hd) * elem;
+  const size_t elem = f16 ? 2 : 4;
   const int32_t n = last - first + 1;
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_scores(q, {r.k + head_off, size_t(kv.row_size()), f16, r.n}, hd, scale, scores + (p - first), isa);
+    attn_scores(q, {r.k + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n}, hd, scale, scores + (p - first), isa);
     p += r.n;
   }
   const float max_score = *std::max_element(scores, scores + n);
@@ -94,7 +94,7 @@ void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int
   std::fill(out, out + hd, 0.f);
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_accumulate(scores + (p - first), {r.v + head_off, size_t(kv.row_size()), f16, r.n}, hd, out, isa);
+    attn_accumulate(scores + (p - first), {r.v + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n}, hd, out, isa);
     p += r.n;
   }
 }
@@ -136,16 +136,18 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
   const int32_t n = u1 - u0 + 1;
   scratch.s.resize(size_t(n) * L);
   const bool f16 = kv.type() == KvType::f16;
-  const size_t head_off = size_t(g) * size_t(hd) * (f16 ? 2 : 4), stride = size_t(kv.row_size());
+  const size_t elem = f16 ? 2 : 4;
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    attn_group_scores(scratch.qt.data(), nq, {r.k + head_off, stride, f16, r.n}, hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
+    const KvRows keys{r.k + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n};
+    attn_group_scores(scratch.qt.data(), nq, keys, hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
     pp += r.n;
   }
   attn_group_softmax(scratch.s.data(), n, lo, hi);
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, {r.v + head_off, stride, f16, r.n}, hd, outs);
+    const KvRows values{r.v + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n};
+    attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, values, hd, outs);
     pp += r.n;
   }
 }

@@ -117,17 +117,6 @@ inline const float* row_f32(const KvRows& r, int32_t j, int32_t hd, float* tmp /
   return tmp;
 }
 
-// Rows prefetched ahead: a head's rows are strided by the other heads' in the cache, and
-// decode is bound by these misses.
-constexpr int32_t kAhead = 32;
-
-inline void prefetch_row(const KvRows& r, int32_t j, int32_t hd) {
-  if (j >= r.n) return;
-  const size_t bytes = size_t(hd) * (r.f16 ? 2 : 4);
-  const char* p = static_cast<const char*>(r.data) + size_t(j) * r.stride * (r.f16 ? 2 : 4);
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 // Partial sums p (d = p, p + 16, ...) of NK keys kr[x] for 8 query lanes (qt8 = qt + 8 *
 // half); the keys share each query load.
 template <int NK>
@@ -168,10 +157,7 @@ template <int NK>
 inline void keys_lanes(const float* qt, int nq, const KvRows& k, int32_t j, int32_t hd, float scale, float* s,
                        float* tmp /* [NK][hd] */) {
   const float* kr[NK];
-  for (int x = 0; x < NK; ++x) {
-    prefetch_row(k, j + x + kAhead, hd);
-    kr[x] = row_f32(k, j + x, hd, tmp + x * hd);
-  }
+  for (int x = 0; x < NK; ++x) kr[x] = row_f32(k, j + x, hd, tmp + x * hd);
   key_scores<NK>(qt, kr, hd, scale, s + j * 16);
   if (nq > 8) key_scores<NK>(qt + 8, kr, hd, scale, s + j * 16 + 8);
 }
@@ -184,7 +170,6 @@ void scores_dots(const float* qt, int nq, const KvRows& k, int32_t hd, float sca
   for (int i = 0; i < nq; ++i)
     for (int32_t d = 0; d < hd; ++d) qrows[i * hd + d] = qt[d * 16 + i];
   for (int32_t j = 0; j < k.n; ++j) {
-    prefetch_row(k, j + kAhead, hd);
     const float* kr = row_f32(k, j, hd, tmp);
     for (int i = 0; i < nq; ++i) {
       __m256 lo = _mm256_setzero_ps(), hi = lo;
@@ -199,12 +184,11 @@ void scores_dots(const float* qt, int nq, const KvRows& k, int32_t hd, float sca
 
 // out_i[d0, d0 + 16) += sum_j p[j][i] v_j[...] for queries [i0, i0 + Q), keys in order.
 template <int Q>
-void group_accumulate_block(const float* p, const KvRows& v, int32_t hd, int i0, int32_t d0, float* const* out) {
+void group_accumulate_block(const float* p, const KvRows& v, int i0, int32_t d0, float* const* out) {
   __m256 acc[Q][2];  // [query][8-lane half of the 16 d]
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < 2; ++c) acc[i][c] = _mm256_loadu_ps(out[i0 + i] + d0 + 8 * c);
   for (int32_t j = 0; j < v.n; ++j) {
-    if (d0 == 0) prefetch_row(v, j + kAhead, hd);  // the first pass brings the rows in
     const size_t b = size_t(j) * v.stride + size_t(d0);
     const __m256 v0 = v.f16 ? load8<true>(v.data, b) : load8<false>(v.data, b);
     const __m256 v1 = v.f16 ? load8<true>(v.data, b + 8) : load8<false>(v.data, b + 8);
@@ -291,11 +275,11 @@ void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32
 void attn_group_accumulate_avx2(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
   for (int32_t d0 = 0; d0 < hd; d0 += 16) {
     int i = 0;
-    for (; i + 4 <= nq; i += 4) group_accumulate_block<4>(p, v, hd, i, d0, out);
+    for (; i + 4 <= nq; i += 4) group_accumulate_block<4>(p, v, i, d0, out);
     switch (nq - i) {
-      case 3: group_accumulate_block<3>(p, v, hd, i, d0, out); break;
-      case 2: group_accumulate_block<2>(p, v, hd, i, d0, out); break;
-      case 1: group_accumulate_block<1>(p, v, hd, i, d0, out); break;
+      case 3: group_accumulate_block<3>(p, v, i, d0, out); break;
+      case 2: group_accumulate_block<2>(p, v, i, d0, out); break;
+      case 1: group_accumulate_block<1>(p, v, i, d0, out); break;
       default: break;
     }
   }

@@ -31,10 +31,12 @@ namespace ws::detail {
 namespace {
 
 constexpr int kFewQueries = 4;  // up to this many queries, scores take the dot-product form
-constexpr int kAhead = 8;  // rows prefetched ahead: a head's K/V rows are strided in the cache
+constexpr int kAhead = 8;  // rows prefetched ahead
 
-// Prefetches `bytes` of row j from element d: the hardware prefetcher does not follow the
-// row stride (all kv heads) well, and decode is bound by these misses.
+// Prefetches `bytes` of row j from element d. Measured to help decode when a head's rows
+// were strided by the other heads' in a KV page; sealed pages are now head-major (rows
+// contiguous, which the hardware prefetcher follows: the AVX2 kernels gained by dropping
+// their prefetches), and this was not re-measured on an AVX-512 machine.
 inline void prefetch_row(const KvRows& r, int32_t j, int32_t d, int32_t n_elems) {
   if (j >= r.n) return;
   const size_t elem = r.f16 ? 2 : 4;
