@@ -3,7 +3,6 @@
 // cannot contract it differently in different call sites.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "tensor/attn_kernels.h"

@@ -79,7 +79,8 @@ struct V256 {
   }
   static F load_scales(const I* src) { return _mm256_load_ps(reinterpret_cast<const float*>(src)); }
   // maddubs wants unsigned x signed bytes: |w| (wm, once per block, or null: derived
-  // here) times x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127, so a pair of products fits in int16.
+  // here) times x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127, so a pair
+  // of products fits in int16.
   static void block_operands(const I* w, I* wm) {
     for (int g = 0; g < 8; ++g) wm[g] = _mm256_sign_epi8(w[g], w[g]);
   }
