@@ -131,12 +131,13 @@ size_t FullKvState::page_bytes() const { return 2 * size_t(page_size_) * row_siz
 
 size_t FullKvState::bytes() const { return sealed_.size() * page_bytes() + tail_.k.size() + tail_.v.size(); }
 
-// [rows][heads][row_bytes] <-> [heads][rows][row_bytes] (head_major: the first to the second).
-static void transpose_heads(const uint8_t* src, uint8_t* dst, size_t rows, size_t heads, size_t row_bytes,
-                            bool head_major) {
-  for (size_t r = 0; r < rows; ++r)
+// The first n positions of a page between position-major [n][heads][row_bytes] and
+// head-major [heads][page_rows][row_bytes] (head_major: from the first to the second).
+static void transpose_heads(const uint8_t* src, uint8_t* dst, size_t page_rows, size_t n, size_t heads,
+                            size_t row_bytes, bool head_major) {
+  for (size_t r = 0; r < n; ++r)
     for (size_t h = 0; h < heads; ++h) {
-      const size_t pos_major = (r * heads + h) * row_bytes, by_head = (h * rows + r) * row_bytes;
+      const size_t pos_major = (r * heads + h) * row_bytes, by_head = (h * page_rows + r) * row_bytes;
       std::memcpy(dst + (head_major ? by_head : pos_major), src + (head_major ? pos_major : by_head), row_bytes);
     }
 }
@@ -146,7 +147,8 @@ void FullKvState::seal_tail() {
   const size_t head_bytes = size_t(head_dim_) * elem_size(type_);
   for (auto [src, dst] : {std::pair{&tail_.k, &page->k}, std::pair{&tail_.v, &page->v}}) {
     dst->resize(src->size());
-    transpose_heads(src->data(), dst->data(), size_t(page_size_), size_t(n_kv_heads_), head_bytes, true);
+    transpose_heads(src->data(), dst->data(), size_t(page_size_), size_t(page_size_), size_t(n_kv_heads_),
+                    head_bytes, true);
   }
   page->checksum = hash_bytes(page->v.data(), page->v.size(), hash_bytes(page->k.data(), page->k.size()));
   sealed_.push_back(std::move(page));
@@ -203,9 +205,8 @@ void FullKvState::truncate(int32_t pos) {
     const KvPage& src = *sealed_[page];
     const size_t keep = size_t(pos % page_size_), head_bytes = size_t(head_dim_) * elem_size(type_);
     for (auto [from, to] : {std::pair{&src.k, &tail_.k}, std::pair{&src.v, &tail_.v}}) {
-      std::vector<uint8_t> full(from->size());  // [page_size][heads][head_dim]
-      transpose_heads(from->data(), full.data(), size_t(page_size_), size_t(n_kv_heads_), head_bytes, false);
-      to->assign(full.begin(), full.begin() + long(keep * row_bytes));
+      to->resize(keep * row_bytes);
+      transpose_heads(from->data(), to->data(), size_t(page_size_), keep, size_t(n_kv_heads_), head_bytes, false);
     }
     sealed_.resize(page);
   } else {

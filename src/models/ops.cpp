@@ -74,18 +74,23 @@ void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t
 
 namespace {
 
+// The key (or value) rows of kv head g in a span read from kv.
+KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_t g) {
+  const bool f16 = kv.type() == KvType::f16;
+  const size_t off = size_t(g) * r.head_stride * (f16 ? 2 : 4);
+  return {(keys ? r.k : r.v) + off, r.row_stride, f16, r.n};
+}
+
 // One query head: out[hd] = softmax(scale * q.K) V over the keys [first, last] of kv
 // head g, read in place page by page. Every float operation's order is a function of
 // (query, first, last) only (see attn_kernels.h), never of the batch or the thread.
 void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
                 float* scores /*[last - first + 1]*/, float* out, Isa isa) {
   const int32_t hd = kv.head_dim();
-  const bool f16 = kv.type() == KvType::f16;
-  const size_t elem = f16 ? 2 : 4;
   const int32_t n = last - first + 1;
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_scores(q, {r.k + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n}, hd, scale, scores + (p - first), isa);
+    attn_scores(q, head_rows(kv, r, true, g), hd, scale, scores + (p - first), isa);
     p += r.n;
   }
   const float max_score = *std::max_element(scores, scores + n);
@@ -94,7 +99,7 @@ void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int
   std::fill(out, out + hd, 0.f);
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_accumulate(scores + (p - first), {r.v + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n}, hd, out, isa);
+    attn_accumulate(scores + (p - first), head_rows(kv, r, false, g), hd, out, isa);
     p += r.n;
   }
 }
@@ -135,19 +140,15 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
   }
   const int32_t n = u1 - u0 + 1;
   scratch.s.resize(size_t(n) * L);
-  const bool f16 = kv.type() == KvType::f16;
-  const size_t elem = f16 ? 2 : 4;
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    const KvRows keys{r.k + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n};
-    attn_group_scores(scratch.qt.data(), nq, keys, hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
+    attn_group_scores(scratch.qt.data(), nq, head_rows(kv, r, true, g), hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
     pp += r.n;
   }
   attn_group_softmax(scratch.s.data(), n, lo, hi);
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    const KvRows values{r.v + size_t(g) * r.head_stride * elem, r.row_stride, f16, r.n};
-    attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, values, hd, outs);
+    attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, head_rows(kv, r, false, g), hd, outs);
     pp += r.n;
   }
 }
