@@ -251,6 +251,36 @@ TEST(Matmul, SimdQ8KQuantizerMatchesScalar) {
     EXPECT_EQ(0, std::memcmp(&want[size_t(b)], &got[size_t(b)], sizeof(block_q8_k))) << "block " << b;
 }
 
+// The same for the Q8_0 activation quantizer, with the per-block scales and offset
+// corrections the panel kernels read.
+TEST(Matmul, SimdQ8_0QuantizerMatchesScalar) {
+  if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
+  constexpr int kBlocks = 9;
+  auto x = random_floats(size_t(QK8_0 * kBlocks), 15);  // [9 blocks][32] f32
+  // Block 1: scale 1 (largest element -127), all other products halfway between levels.
+  for (int j = 0; j < QK8_0; ++j) x[size_t(QK8_0 + j)] = j == 0 ? -127.f : float(j % 20 - 10) + 0.5f;
+  x[size_t(2 * QK8_0 + 7)] = -5.f;  // two elements of largest magnitude, negative first
+  x[size_t(2 * QK8_0 + 9)] = 5.f;
+  std::fill(x.begin() + 3 * QK8_0, x.begin() + 4 * QK8_0, 0.f);
+  std::fill(x.begin() + 6 * QK8_0, x.begin() + 7 * QK8_0, 0.f);
+  x[size_t(4 * QK8_0 + 3)] = NAN;
+  x[size_t(5 * QK8_0 + 8)] = -INFINITY;
+  x[size_t(6 * QK8_0 + 1)] = 1e-41f;  // subnormal largest magnitude: infinite inverse scale
+  for (int j = 0; j < QK8_0; ++j) x[size_t(8 * QK8_0 + j)] *= 1e30f;  // large magnitudes
+  std::vector<block_q8_0> want(kBlocks), got(kBlocks);  // [9] Q8_0 blocks
+  std::vector<float> scales(kBlocks);                     // [9] f32
+  std::vector<int32_t> corr(kBlocks);                     // [9] int32
+  quantize_row_q8_0(x.data(), want.data(), kBlocks * QK8_0);
+  detail::quantize_row_q8_0_avx2(x.data(), got.data(), kBlocks * QK8_0, scales.data(), corr.data());
+  for (int b = 0; b < kBlocks; ++b) {
+    EXPECT_EQ(0, std::memcmp(&want[size_t(b)], &got[size_t(b)], sizeof(block_q8_0))) << "block " << b;
+    int32_t sum = 0;
+    for (int j = 0; j < QK8_0; ++j) sum += want[size_t(b)].qs[j];
+    EXPECT_EQ(corr[size_t(b)], -128 * sum) << "block " << b;
+    EXPECT_EQ(scales[size_t(b)], f16_to_f32(want[size_t(b)].d)) << "block " << b;
+  }
+}
+
 TEST(Matmul, ManyRowsSplitAcrossThreadsMatchSingleThread) {
   // Enough rows that every thread gets several tiles, plus a ragged end (1001 = 4*250+1).
   const Weights w = make_weights(DType::q4_0, 1001, 256, 5);

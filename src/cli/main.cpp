@@ -1,11 +1,28 @@
 // warmstart: command-line entry point. Subcommands are in the other files of src/cli/.
+#include <malloc.h>
+
 #include <cstdio>
 #include <exception>
 #include <vector>
 
 #include "cli/commands.h"
 
+namespace {
+
+// A forward pass allocates and frees activation buffers of a few MB per layer. glibc's
+// defaults hand such buffers back to the kernel (munmap, heap trim) and fault them in again
+// zeroed on the next layer: a quarter of a million page faults and ~10% of the CPU time of
+// a 512-token prefill (bench/results/perf-notes-20261201.md). Keeping them in the heap
+// costs no peak RSS: the next layer reuses the same memory.
+void keep_activation_buffers_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);   // below 32 MiB: from the heap, not a fresh mmap
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);  // keep up to 128 MiB of free heap for reuse
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  keep_activation_buffers_in_heap();
   CLI::App root{"warmstart: a GGUF inference engine that never re-reads history it has already read"};
   root.set_version_flag("--version", std::string("warmstart ") + WARMSTART_VERSION);
   root.require_subcommand(1);

@@ -253,8 +253,10 @@ struct ConvertedActivations {
   std::vector<int32_t> corr;     // [n_tokens][cols / 32] -128 * block level sums
 };
 
-void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a, bool panels,
-                         bool simd, ThreadPool& pool, ConvertedActivations& out) {
+// q8_panels: Q8_0 activations on the SIMD panel path, with per-block scales and (for the
+// VNNI kernel, with_corr) offset corrections.
+void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a, bool q8_panels,
+                         bool with_corr, bool simd, ThreadPool& pool, ConvertedActivations& out) {
   const DType dt = detail::dot_type(w.type);
   if (dt == DType::f32) {
     a.x = reinterpret_cast<const uint8_t*>(x);  // no conversion needed
@@ -262,30 +264,25 @@ void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a,
   }
   out.rows.resize(size_t(a.n_tokens) * a.x_stride);
   const int64_t nb = w.cols / QK8_0;
-  if (panels) {
+  if (q8_panels) {
     out.scales.resize(size_t(a.n_tokens * nb));
-    out.corr.resize(size_t(a.n_tokens * nb));
+    if (with_corr) out.corr.resize(size_t(a.n_tokens * nb));
   }
   const int64_t grain = std::max<int64_t>(1, 16384 / w.cols);
   pool.parallel_for(a.n_tokens, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* dst = out.rows.data() + size_t(t) * a.x_stride;
-      if (dt == DType::f16 && a.x_stride == size_t(w.cols) * sizeof(float)) {
+      if (q8_panels) {
+        detail::quantize_row_q8_0_avx2(x + t * w.cols, reinterpret_cast<block_q8_0*>(dst), w.cols,
+                                       out.scales.data() + t * nb,
+                                       with_corr ? out.corr.data() + t * nb : nullptr);
+      } else if (dt == DType::f16 && a.x_stride == size_t(w.cols) * sizeof(float)) {
         auto* xf = reinterpret_cast<float*>(dst);  // f16-rounded, widened (kernels_f16_panel.h)
         detail::round_to_f16_avx2(x + t * w.cols, xf, w.cols);
-        continue;
-      }
-      if (dt == DType::q8_k && simd)
+      } else if (dt == DType::q8_k && simd) {
         detail::quantize_row_q8_k_avx2(x + t * w.cols, reinterpret_cast<block_q8_k*>(dst), w.cols);
-      else
+      } else {
         convert_row(dt, x + t * w.cols, dst, w.cols);
-      if (!panels) continue;
-      const auto* blk = reinterpret_cast<const block_q8_0*>(dst);
-      for (int64_t b = 0; b < nb; ++b) {
-        int32_t sum = 0;
-        for (int j = 0; j < QK8_0; ++j) sum += blk[b].qs[j];
-        out.scales[size_t(t * nb + b)] = f16_to_f32(blk[b].d);
-        out.corr[size_t(t * nb + b)] = -128 * sum;
       }
     }
   });
@@ -326,7 +323,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   const bool panels = q8_panels || f16_as_f32 || (isa == Isa::avx2 && dt == DType::q8_k);
   const bool vnni = panels && detail::cpu_has_vnni();
   ConvertedActivations conv;
-  convert_activations(w, x, a, q8_panels, isa == Isa::avx2, pool, conv);
+  convert_activations(w, x, a, q8_panels, vnni, isa == Isa::avx2, pool, conv);
   // Split rows in whole tiles (panels); a chunk should hold enough multiply-adds (~64K)
   // to be worth a thread wake-up.
   const int64_t tile = !panels ? detail::kRowTile

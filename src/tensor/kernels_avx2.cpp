@@ -216,10 +216,55 @@ void quantize_block_q8_k(const float* src, block_q8_k* dst) {
   dst->d = 1 / iscale;
 }
 
+// One Q8_0 block (32 activations), byte for byte as quantize_row_q8_0 (quant.cpp): max_ps
+// skips NaN as its std::max does, the same scalar scale, and for finite products
+// (|v| <= 127) cvtps rounds to nearest even exactly as its round_half_even. Blocks with
+// non-finite values or inverse scale go to quant.cpp itself. Returns the level sum.
+int32_t quantize_block_q8_0(const float* src, block_q8_0* dst) {
+  __m256 x[4];  // [4][8] f32 elements 0..31
+  __m256 amax8 = _mm256_setzero_ps(), nan8 = _mm256_setzero_ps();  // [8] max |x|, NaN lanes
+  for (int k = 0; k < 4; ++k) {
+    x[k] = _mm256_loadu_ps(src + 8 * k);
+    amax8 = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x[k]), amax8);
+    nan8 = _mm256_or_ps(nan8, _mm256_cmp_ps(x[k], x[k], _CMP_UNORD_Q));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  const float inv_scale = amax != 0.0f ? 127.f / amax : 0.0f;
+  if (_mm256_movemask_ps(nan8) || !std::isfinite(amax) || !std::isfinite(inv_scale)) {
+    quantize_row_q8_0(src, dst, QK8_0);
+    int32_t sum = 0;
+    for (int j = 0; j < QK8_0; ++j) sum += dst->qs[j];
+    return sum;
+  }
+  dst->d = f32_to_f16(amax / 127.f);
+  const __m256 id = _mm256_set1_ps(inv_scale);
+  __m256i q[4];  // [4][8] int32 levels, within -127..127
+  for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(x[k], id));
+  const __m256i q16 = _mm256_packs_epi32(q[0], q[1]), q16b = _mm256_packs_epi32(q[2], q[3]);
+  const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16, q16b),
+                                                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst->qs), q8);
+  const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  s4 = _mm_hadd_epi32(s4, s4);
+  return _mm_cvtsi128_si32(_mm_hadd_epi32(s4, s4));
+}
+
 }  // namespace
 
 void quantize_row_q8_k_avx2(const float* src, block_q8_k* dst, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; ++b) quantize_block_q8_k(src + b * QK_K, dst + b);
+}
+
+void quantize_row_q8_0_avx2(const float* src, block_q8_0* dst, int64_t n, float* scales,
+                            int32_t* corr) {
+  for (int64_t b = 0; b < n / QK8_0; ++b) {
+    const int32_t sum = quantize_block_q8_0(src + b * QK8_0, dst + b);
+    scales[b] = f16_to_f32(dst[b].d);
+    if (corr) corr[b] = -128 * sum;
+  }
 }
 
 void pack_panels_avx2(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out) {

@@ -44,6 +44,10 @@ void pack_panels_vnni(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out)
 bool cpu_has_vnni();
 // quantize_row_q8_k (quant.cpp) with AVX2, byte-identical to it.
 void quantize_row_q8_k_avx2(const float* src, block_q8_k* dst, int64_t n);
+// quantize_row_q8_0 (quant.cpp) with AVX2, byte-identical to it; also writes each block's
+// scale as f32 to scales[n / 32] and, where corr is not null, -128 * its level sum.
+void quantize_row_q8_0_avx2(const float* src, block_q8_0* dst, int64_t n, float* scales,
+                            int32_t* corr);
 // out[i] = x[i] rounded to f16 and widened back (the F16 kernels' activations), n any.
 void round_to_f16_avx2(const float* x, float* out, int64_t n);
 // Rows per panel (kernels_panel.h, kernels_kquant_panel.h, kernels_f16_panel.h) of the
