@@ -116,27 +116,26 @@ inline const float* row_f32(const KvRows& r, int32_t j, int32_t hd, float* tmp /
   return tmp;
 }
 
-// Partial sums p (d = p, p + 16, ...) of NK keys kr[x] for 8 query lanes (qt8 = qt + 8 *
-// half); the keys share each query load.
-template <int NK>
-inline void key_parts(const float* qt8, const float* const* kr, int32_t hd, int p, __m256* acc) {
-  for (int x = 0; x < NK; ++x) acc[x] = _mm256_setzero_ps();
-  for (int32_t d0 = 0; d0 < hd; d0 += 16) {
-    const __m256 q = _mm256_loadu_ps(qt8 + (d0 + p) * 16);
-    for (int x = 0; x < NK; ++x) acc[x] = _mm256_fmadd_ps(q, _mm256_set1_ps(kr[x][d0 + p]), acc[x]);
-  }
-}
-// Level 2 of the tree, w[p] = (part p + part p+8) + (part p+4 + part p+12): depth first,
-// so only a few partial sums are live at once (the pairing is the AVX-512 kernel's).
+// Level 2 of the tree, w[p] = (part p + part p+8) + (part p+4 + part p+12) (the AVX-512
+// kernel's pairing), for NK keys kr[x] and 8 query lanes (qt8 = qt + 8 * half); part p sums
+// d = p, p + 16, ... in order, the keys sharing each query load. The four parts run together: 4 NK independent fma chains hide the fma
+// latency that one part's NK chains would wait on.
 template <int NK>
 inline void key_w(const float* qt8, const float* const* kr, int32_t hd, int p, __m256* w) {
-  __m256 a[NK], b[NK], z0[NK];
-  key_parts<NK>(qt8, kr, hd, p, a);
-  key_parts<NK>(qt8, kr, hd, p + 8, b);
-  for (int x = 0; x < NK; ++x) z0[x] = _mm256_add_ps(a[x], b[x]);
-  key_parts<NK>(qt8, kr, hd, p + 4, a);
-  key_parts<NK>(qt8, kr, hd, p + 12, b);
-  for (int x = 0; x < NK; ++x) w[x] = _mm256_add_ps(z0[x], _mm256_add_ps(a[x], b[x]));
+  constexpr int kPart[4] = {0, 8, 4, 12};
+  __m256 acc[4][NK];  // [part][key] partial sums
+  for (int i = 0; i < 4; ++i)
+    for (int x = 0; x < NK; ++x) acc[i][x] = _mm256_setzero_ps();
+  for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const int32_t d = d0 + p + kPart[i];
+      const __m256 q = _mm256_loadu_ps(qt8 + d * 16);
+      for (int x = 0; x < NK; ++x) acc[i][x] = _mm256_fmadd_ps(q, _mm256_set1_ps(kr[x][d]), acc[i][x]);
+    }
+  }
+  for (int x = 0; x < NK; ++x)
+    w[x] = _mm256_add_ps(_mm256_add_ps(acc[0][x], acc[1][x]), _mm256_add_ps(acc[2][x], acc[3][x]));
 }
 // s[16 x + lane] = scale * (v0 + v1), v0 = w0 + w2, v1 = w1 + w3, for key x.
 template <int NK>
