@@ -118,8 +118,9 @@ inline const float* row_f32(const KvRows& r, int32_t j, int32_t hd, float* tmp /
 
 // Level 2 of the tree, w[p] = (part p + part p+8) + (part p+4 + part p+12) (the AVX-512
 // kernel's pairing), for NK keys kr[x] and 8 query lanes (qt8 = qt + 8 * half); part p sums
-// d = p, p + 16, ... in order, the keys sharing each query load. The four parts run together: 4 NK independent fma chains hide the fma
-// latency that one part's NK chains would wait on.
+// d = p, p + 16, ... in order, the keys sharing each query load. The four parts run
+// together: 4 NK independent fma chains hide the fma latency that one part's NK chains
+// would wait on.
 template <int NK>
 inline void key_w(const float* qt8, const float* const* kr, int32_t hd, int p, __m256* w) {
   constexpr int kPart[4] = {0, 8, 4, 12};

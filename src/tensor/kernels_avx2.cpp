@@ -168,6 +168,13 @@ struct DotAvx2 {
   }
 };
 
+// Largest lane of v (max is exact, so the order does not matter).
+float hmax(__m256 v) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
 // One Q8_K block (256 activations), byte for byte as quantize_row_q8_k (quant.cpp): the
 // first element of largest magnitude sets the scale, the same float products, and for
 // finite products (|v| <= 127) cvtps rounds to nearest even exactly as its nearest_int.
@@ -181,9 +188,7 @@ void quantize_block_q8_k(const float* src, block_q8_k* dst) {
     amax8 = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x), amax8);
     nan8 = _mm256_or_ps(nan8, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  const float amax = hmax(amax8);
   if (!amax) {
     std::memset(dst, 0, sizeof(block_q8_k));
     return;
@@ -228,9 +233,7 @@ int32_t quantize_block_q8_0(const float* src, block_q8_0* dst) {
     amax8 = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x[k]), amax8);
     nan8 = _mm256_or_ps(nan8, _mm256_cmp_ps(x[k], x[k], _CMP_UNORD_Q));
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  const float amax = hmax(amax8);
   const float inv_scale = amax != 0.0f ? 127.f / amax : 0.0f;
   if (_mm256_movemask_ps(nan8) || !std::isfinite(amax) || !std::isfinite(inv_scale)) {
     quantize_row_q8_0(src, dst, QK8_0);
