@@ -229,50 +229,48 @@ TEST(Matmul, GetRowOfPackedMatrixMatchesOriginal) {
   }
 }
 
-// The SIMD activation quantizer writes the same bytes as quantize_row_q8_k, also where
-// rounding ties, equal magnitudes of both signs, all-zero blocks and non-finite values
-// occur.
+// Activations in 9 blocks of `block` elements that probe a quantizer's edge cases: rounding
+// ties (block 1), equal magnitudes of both signs (2), all-zero blocks (3, 6), NaN (4),
+// infinity (5), a subnormal largest magnitude, i.e. an infinite inverse scale (6), and
+// magnitudes near 1e30 (8).
+namespace {
+std::vector<float> quantizer_edge_cases(int block, uint32_t seed) {
+  auto x = random_floats(size_t(block * 9), seed);  // [9 blocks][block] f32
+  // Block 1: scale 1 (largest element -127), all other products halfway between levels.
+  for (int j = 0; j < block; ++j) x[size_t(block + j)] = j == 0 ? -127.f : float(j % 20 - 10) + 0.5f;
+  x[size_t(2 * block + 7)] = -5.f;  // two elements of largest magnitude, negative first
+  x[size_t(2 * block + 9)] = 5.f;
+  std::fill(x.begin() + 3 * block, x.begin() + 4 * block, 0.f);
+  std::fill(x.begin() + 6 * block, x.begin() + 7 * block, 0.f);
+  x[size_t(4 * block + 3)] = NAN;
+  x[size_t(5 * block + 8)] = -INFINITY;
+  x[size_t(6 * block + 1)] = 1e-41f;
+  for (int j = 0; j < block; ++j) x[size_t(8 * block + j)] *= 1e30f;
+  return x;
+}
+}  // namespace
+
+// The SIMD activation quantizers write the same bytes as quantize_row_q8_k / _q8_0.
 TEST(Matmul, SimdQ8KQuantizerMatchesScalar) {
   if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
-  auto x = random_floats(size_t(QK_K * 8), 14);  // [8 blocks][256] f32
-  // Block 1: scale 1 (largest element -127), all other products halfway between levels.
-  for (int j = 0; j < QK_K; ++j) x[size_t(QK_K + j)] = j == 0 ? -127.f : float(j % 20 - 10) + 0.5f;
-  x[size_t(2 * QK_K + 7)] = -5.f;  // two elements of largest magnitude, negative first
-  x[size_t(2 * QK_K + 9)] = 5.f;
-  std::fill(x.begin() + 3 * QK_K, x.begin() + 4 * QK_K, 0.f);
-  std::fill(x.begin() + 6 * QK_K, x.begin() + 7 * QK_K, 0.f);
-  x[size_t(4 * QK_K + 3)] = NAN;
-  x[size_t(5 * QK_K + 8)] = INFINITY;
-  x[size_t(6 * QK_K + 1)] = 1e-41f;  // subnormal largest magnitude: infinite scale
-  std::vector<block_q8_k> want(8), got(8);  // [8] Q8_K blocks
-  quantize_row_q8_k(x.data(), want.data(), 8 * QK_K);
-  detail::quantize_row_q8_k_avx2(x.data(), got.data(), 8 * QK_K);
-  for (int b = 0; b < 8; ++b)
+  const auto x = quantizer_edge_cases(QK_K, 14);
+  std::vector<block_q8_k> want(9), got(9);  // [9] Q8_K blocks
+  quantize_row_q8_k(x.data(), want.data(), 9 * QK_K);
+  detail::quantize_row_q8_k_avx2(x.data(), got.data(), 9 * QK_K);
+  for (int b = 0; b < 9; ++b)
     EXPECT_EQ(0, std::memcmp(&want[size_t(b)], &got[size_t(b)], sizeof(block_q8_k))) << "block " << b;
 }
 
-// The same for the Q8_0 activation quantizer, with the per-block scales and offset
-// corrections the panel kernels read.
+// The Q8_0 one also writes the per-block scales and offset corrections the panel kernels read.
 TEST(Matmul, SimdQ8_0QuantizerMatchesScalar) {
   if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
-  constexpr int kBlocks = 9;
-  auto x = random_floats(size_t(QK8_0 * kBlocks), 15);  // [9 blocks][32] f32
-  // Block 1: scale 1 (largest element -127), all other products halfway between levels.
-  for (int j = 0; j < QK8_0; ++j) x[size_t(QK8_0 + j)] = j == 0 ? -127.f : float(j % 20 - 10) + 0.5f;
-  x[size_t(2 * QK8_0 + 7)] = -5.f;  // two elements of largest magnitude, negative first
-  x[size_t(2 * QK8_0 + 9)] = 5.f;
-  std::fill(x.begin() + 3 * QK8_0, x.begin() + 4 * QK8_0, 0.f);
-  std::fill(x.begin() + 6 * QK8_0, x.begin() + 7 * QK8_0, 0.f);
-  x[size_t(4 * QK8_0 + 3)] = NAN;
-  x[size_t(5 * QK8_0 + 8)] = -INFINITY;
-  x[size_t(6 * QK8_0 + 1)] = 1e-41f;  // subnormal largest magnitude: infinite inverse scale
-  for (int j = 0; j < QK8_0; ++j) x[size_t(8 * QK8_0 + j)] *= 1e30f;  // large magnitudes
-  std::vector<block_q8_0> want(kBlocks), got(kBlocks);  // [9] Q8_0 blocks
-  std::vector<float> scales(kBlocks);                     // [9] f32
-  std::vector<int32_t> corr(kBlocks);                     // [9] int32
-  quantize_row_q8_0(x.data(), want.data(), kBlocks * QK8_0);
-  detail::quantize_row_q8_0_avx2(x.data(), got.data(), kBlocks * QK8_0, scales.data(), corr.data());
-  for (int b = 0; b < kBlocks; ++b) {
+  const auto x = quantizer_edge_cases(QK8_0, 15);
+  std::vector<block_q8_0> want(9), got(9);  // [9] Q8_0 blocks
+  std::vector<float> scales(9);             // [9] f32
+  std::vector<int32_t> corr(9);             // [9] int32
+  quantize_row_q8_0(x.data(), want.data(), 9 * QK8_0);
+  detail::quantize_row_q8_0_avx2(x.data(), got.data(), 9 * QK8_0, scales.data(), corr.data());
+  for (int b = 0; b < 9; ++b) {
     EXPECT_EQ(0, std::memcmp(&want[size_t(b)], &got[size_t(b)], sizeof(block_q8_0))) << "block " << b;
     int32_t sum = 0;
     for (int j = 0; j < QK8_0; ++j) sum += want[size_t(b)].qs[j];
