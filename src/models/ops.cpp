@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tensor/activation.h"
 #include "tensor/attn_kernels.h"
 
 namespace ws::ops {
@@ -23,6 +24,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, fl
 }
 
 void swiglu(const float* g, float* x, int64_t n) {
+  if (detected_isa() == Isa::avx2) return detail::swiglu_avx2(g, x, n);
   // silu(g) * x in two passes so the divisions and products vectorize; the same float
   // operations per element as silu().
   constexpr int64_t kStep = 256;

@@ -21,7 +21,8 @@ inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x));
 
 // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of d. x, y: [n][d]; w: [d] (may be null).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps);
-// x[i] = silu(g[i]) * x[i] for i < n (SwiGLU gate applied in place on the up projection).
+// x[i] = silu(g[i]) * x[i] for i < n (SwiGLU gate applied in place on the up projection);
+// on AVX2 CPUs with a polynomial exp (detail::swiglu_avx2), otherwise with std::exp.
 void swiglu(const float* g, float* x, int64_t n);
 // x[r] /= max(||x[r]||, eps) for each of n rows of d (L2 normalisation, e.g. of delta-net q/k).
 void l2_norm(float* x, int64_t n, int64_t d, float eps);

@@ -83,26 +83,12 @@ void accumulate_impl(const float* p, const KvRows& v, int32_t hd, float* out) {
     for (int32_t j = 0; j < v.n; ++j) out[d] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(d)), out[d]);
 }
 
-// exp(x) for x <= 0 (softmax arguments): 2^n * P(r), r = x - n ln2 in [-ln2/2, ln2/2],
-// P a degree-6 Taylor-like polynomial (max rel. error ~2e-7); x < -87 gives 0.
+// exp(x) for x <= 0 (softmax arguments), exp_reduced's 2^n * P(r); x < -87 gives 0.
 inline __m256 exp_neg(__m256 x) {
-  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
   const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
-  r = _mm256_fnmadd_ps(n, ln2_lo, r);
-  __m256 poly = _mm256_set1_ps(1.0f / 720.0f);
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 120.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 24.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 6.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(0.5f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 y = _mm256_mul_ps(poly, _mm256_castsi256_ps(e));
-  return _mm256_andnot_ps(underflow, y);
+  __m256 n;
+  const __m256 poly = exp_reduced(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), &n);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(poly, pow2i(n)));
 }
 
 // ---- grouped attention (attn_group_*): the float sequence of attn_kernels_avx512.cpp, 8 lanes at a time ----

@@ -1,0 +1,44 @@
+// AVX2/FMA element-wise activations (compiled with -mavx2 -mfma -mf16c; called only after
+// the run-time CPU check, see ops::swiglu).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/activation.h"
+#include "tensor/simd_avx2.h"
+
+namespace ws::detail {
+namespace {
+
+// g / (1 + exp(-g)) * x, 8 lanes: the scalar formula's operations with exp_reduced's exp.
+// -g is clamped to [-86.5, 88.8] first, which changes no result: below, exp(-g) < 2^-124
+// vanishes next to 1 just as the exact value does; above, the product overflows to +inf as
+// std::exp does (2^n is applied as 2^(n-1) * 2 so that n = 128 stays representable). A NaN
+// g propagates through the division.
+inline __m256 swiglu8(__m256 g, __m256 x) {
+  const __m256 neg_g = _mm256_min_ps(_mm256_max_ps(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(-86.5f)),
+                                     _mm256_set1_ps(88.8f));
+  __m256 n;
+  const __m256 poly = exp_reduced(neg_g, &n);
+  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(poly, pow2i(_mm256_sub_ps(n, _mm256_set1_ps(1.0f)))), _mm256_set1_ps(2.0f));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), x);
+}
+
+}  // namespace
+
+void swiglu_avx2(const float* g, float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
+  if (i == n) return;
+  // The tail through the same lanes, so an element's result never depends on where a
+  // caller's range starts or ends.
+  alignas(32) float gt[8] = {}, xt[8] = {};  // [8] f32 tail, zero padded
+  const size_t m = size_t(n - i);
+  std::memcpy(gt, g + i, m * sizeof(float));
+  std::memcpy(xt, x + i, m * sizeof(float));
+  _mm256_store_ps(xt, swiglu8(_mm256_load_ps(gt), _mm256_load_ps(xt)));
+  std::memcpy(x + i, xt, m * sizeof(float));
+}
+
+}  // namespace ws::detail
