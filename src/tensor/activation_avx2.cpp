@@ -2,7 +2,6 @@
 // the run-time CPU check, see ops::swiglu).
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "tensor/activation.h"

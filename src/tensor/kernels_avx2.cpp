@@ -62,6 +62,7 @@ struct V256 {
   using I = __m256i;
   using F = __m256;
   static constexpr int kRows = 8;
+  static constexpr int kDotTokens = 2;  // tokens per block_dots (kernels_panel.h); 4 and 8: slower
   static I from_lanes(const __m128i* l) { return _mm256_set_m128i(l[1], l[0]); }  // l[2]
   // 4x4 transpose of int32 within each 128-bit lane.
   static void transpose4(const I* a, I* o) {
@@ -78,23 +79,27 @@ struct V256 {
                     _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
   }
   static F load_scales(const I* src) { return _mm256_load_ps(reinterpret_cast<const float*>(src)); }
-  // maddubs wants unsigned x signed bytes: |w| (wm, once per block, or null: derived
-  // here) times x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127, so a pair
-  // of products fits in int16.
-  static void block_operands(const I* w, I* wm) {
-    for (int g = 0; g < 8; ++g) wm[g] = _mm256_sign_epi8(w[g], w[g]);
-  }
-  static I block_dot(const I* w, const I* wm, const int8_t* xq, int32_t /*corr: levels are signed*/) {
-    I s = _mm256_setzero_si256();
+  // Block dots of U tokens (xq[u]: 32 levels). maddubs wants unsigned x signed bytes: |w|
+  // times x carrying w's sign. No saturation: |w| <= 128 and |x| <= 127, so a pair of
+  // products fits in int16. Each level vector is loaded and made |w| once for the U tokens;
+  // the empty asm keeps GCC from reassociating the int32 sums into a tree that holds every
+  // product live (which spills).
+  template <int U>
+  static void block_dots(const I* w, const int8_t* const* xq, const int32_t* const* /*corr: signed levels*/,
+                         int64_t /*j*/, I* s) {
+    for (int u = 0; u < U; ++u) s[u] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
-      int32_t x4;
-      std::memcpy(&x4, xq + 4 * g, 4);
-      const I w_abs = wm ? wm[g] : _mm256_sign_epi8(w[g], w[g]);
-      const I prod16 = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(_mm256_set1_epi32(x4), w[g]));
-      s = _mm256_add_epi32(s, _mm256_madd_epi16(prod16, _mm256_set1_epi16(1)));
+      const I wg = _mm256_load_si256(w + g), w_abs = _mm256_sign_epi8(wg, wg);
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) {
+        int32_t x4;
+        std::memcpy(&x4, xq[u] + 4 * g, 4);
+        const I prod16 = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(_mm256_set1_epi32(x4), wg));
+        s[u] = _mm256_add_epi32(s[u], _mm256_madd_epi16(prod16, _mm256_set1_epi16(1)));
+        asm("" : "+x"(s[u]));
+      }
     }
-    return s;
   }
   static F fma_block(I s, F dw, float dx, F acc) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);

@@ -33,6 +33,7 @@ struct V512 {
   using I = __m512i;
   using F = __m512;
   static constexpr int kRows = 16;
+  static constexpr int kDotTokens = 1;  // tokens per block_dots (kernels_panel.h)
   static I from_lanes(const __m128i* l) {  // l[4]
     I v = _mm512_castsi128_si512(l[0]);
     v = _mm512_inserti32x4(v, l[1], 1);
@@ -54,16 +55,20 @@ struct V512 {
                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d))));
   }
   static F load_scales(const I* src) { return _mm512_load_ps(reinterpret_cast<const float*>(src)); }
-  static void block_operands(const I*, I*) {}  // the packed levels are vpdpbusd's operand
-  static I block_dot(const I* w, const I* /*wm*/, const int8_t* xq, int32_t corr) {
-    I s = _mm512_set1_epi32(corr);
+  // Block dots of U tokens (xq[u]: 32 levels, corr[u][j]: its offset correction); the
+  // packed levels are vpdpbusd's unsigned operand.
+  template <int U>
+  static void block_dots(const I* w, const int8_t* const* xq, const int32_t* const* corr, int64_t j, I* s) {
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      int32_t x4;
-      std::memcpy(&x4, xq + 4 * g, 4);
-      s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(x4));
+    for (int u = 0; u < U; ++u) {
+      s[u] = _mm512_set1_epi32(corr[u][j]);
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        int32_t x4;
+        std::memcpy(&x4, xq[u] + 4 * g, 4);
+        s[u] = _mm512_dpbusd_epi32(s[u], w[g], _mm512_set1_epi32(x4));
+      }
     }
-    return s;
   }
   static F fma_block(I s, F dw, float dx, F acc) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc);

@@ -70,20 +70,21 @@ void panel_tokens(const typename V::I* packed, int64_t nblk, const MatmulArgs& a
   const int64_t nb = a.cols / QK8_0;
   for (int t = 0; t < T; ++t) {
     xt[t] = reinterpret_cast<const block_q8_0*>(a.x + size_t(t0 + t) * a.x_stride) + b0;
-    corr[t] = a.x_corr + (t0 + t) * nb + b0;
+    corr[t] = a.x_corr ? a.x_corr + (t0 + t) * nb + b0 : nullptr;  // VNNI only
     scale[t] = a.x_scale + (t0 + t) * nb + b0;
   }
+  constexpr int U = T < V::kDotTokens ? T : V::kDotTokens;  // tokens per block_dots call
+  static_assert(T % U == 0);
   for (int64_t j = 0; j < nblk; ++j) {
     const typename V::F dw = V::load_scales(packed + j * 9);
     const typename V::I* w = packed + j * 9 + 1;
-    // What block_dot multiplies x by, derived from w once for all T tokens (for one token
-    // block_dot derives it in registers: a round trip through memory would cost more).
-    typename V::I wm[8];
-    if (T > 1) V::block_operands(w, wm);
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {  // unrolled: acc stays in registers
-      const typename V::I s = V::block_dot(w, T > 1 ? wm : nullptr, xt[t][j].qs, corr[t][j]);
-      acc[t] = V::fma_block(s, dw, scale[t][j], acc[t]);
+    for (int t = 0; t < T; t += U) {  // unrolled: acc stays in registers
+      const int8_t* xq[U];  // [U] the tokens' 32 levels of block j
+      for (int u = 0; u < U; ++u) xq[u] = xt[t + u][j].qs;
+      typename V::I s[U];  // [U] int32 block dots, one lane per row
+      V::template block_dots<U>(w, xq, corr + t, j, s);
+      for (int u = 0; u < U; ++u) acc[t + u] = V::fma_block(s[u], dw, scale[t + u][j], acc[t + u]);
     }
   }
 }
