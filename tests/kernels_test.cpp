@@ -180,21 +180,22 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulCase, ::testing::ValuesIn(kCases),
                                   std::to_string(info.param.cols);
                          });
 
-// Quantized types define one float sequence per output (kernels_panel.h,
-// kernels_kquant_panel.h), so the scalar reference, the SIMD panels (packed per call or
-// once at load) and the few-token path all give the same bits, for row counts that are
-// not a multiple of the panel and column counts that are not a multiple of the packing
-// chunk (32 Q8_0 blocks, 4 K-quant super-blocks).
+// Quantized and F16 types define one float sequence per output (kernels_panel.h,
+// kernels_kquant_panel.h, kernels_f16_panel.h), so the scalar reference, the SIMD panels
+// (packed per call or once at load) and the few-token path all give the same bits, for
+// row counts that are not a multiple of the panel, column counts that are not a multiple
+// of the packing chunk (32 Q8_0 blocks, 4 K-quant super-blocks, 256 F16 columns) and token
+// counts across token tiles (kTokenTile) that are not a multiple of a pass.
 TEST(Matmul, QuantizedTypesBitIdenticalAcrossPaths) {
   if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
   const Case cases[] = {{DType::q8_0, 32 * 41}, {DType::q4_0, 32 * 41}, {DType::q4_k, 256 * 5},
-                        {DType::q5_k, 256 * 5}, {DType::q6_k, 256 * 5}};
+                        {DType::q5_k, 256 * 5}, {DType::q6_k, 256 * 5}, {DType::f16, 300}};
   for (const Case& c : cases) {
     for (int64_t rows : {int64_t(5), int64_t(37), int64_t(70)}) {
       const Weights w = make_weights(c.type, rows, c.cols, 11);
       const Matrix packed = pack_for_cpu(w.m);
       EXPECT_EQ(c.type != DType::q4_0, bool(packed.packed)) << dtype_name(c.type);
-      for (int64_t n : {1, 3, 8, 13}) {
+      for (int64_t n : {int64_t(1), int64_t(3), int64_t(8), int64_t(13), 2 * detail::kTokenTile + 11}) {
         const auto x = random_floats(size_t(n * c.cols), 12);  // [n][cols] f32
         ThreadPool pool(2);
         std::vector<float> ref(size_t(n * rows)), y(size_t(n * rows));  // [n][rows] f32

@@ -61,9 +61,10 @@ void f16_block(const f16_bits* const* w, int64_t kc, const MatmulArgs& a, int64_
       V::store_y(a.y + (t0 + t) * a.y_stride + r0 + g * P, g == G - 1 ? n_rows_last : P, acc[g][t]);
 }
 
-// Panels [r0, r0 + G * P) ∩ [r0, r1) for all tokens, G panels at a time.
+// Panels [r0, r0 + G * P) ∩ [r0, r1) for tokens [t0, t1), G panels at a time.
 template <class V, int G>
-void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, f16_bits* scratch /* [G][chunk][P] */) {
+void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1,
+                     f16_bits* scratch /* [G][chunk][P] */) {
   constexpr int P = V::kRows;
   const uint8_t* rows[G][P];
   const f16_bits* w[G];
@@ -83,10 +84,10 @@ void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, f16_bits* scra
         pack_f16<P>(rows[g], k0, kc, scratch + g * kF16Chunk * P);
       }
     }
-    int64_t t = 0;
+    int64_t t = t0;
     if (G == 1)
-      for (; t + kF16Tokens <= a.n_tokens; t += kF16Tokens) f16_block<V, G, kF16Tokens>(w, kc, a, k0, t, r0, n_last);
-    for (; t < a.n_tokens; ++t) f16_block<V, G, 1>(w, kc, a, k0, t, r0, n_last);
+      for (; t + kF16Tokens <= t1; t += kF16Tokens) f16_block<V, G, kF16Tokens>(w, kc, a, k0, t, r0, n_last);
+    for (; t < t1; ++t) f16_block<V, G, 1>(w, kc, a, k0, t, r0, n_last);
   }
 }
 
@@ -95,10 +96,13 @@ template <class V>
 void f16_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int P = V::kRows;
   alignas(64) f16_bits scratch[kF16Panels * kF16Chunk * P];  // per-call packing, see pack_f16
+  const int64_t n = a.n_tokens;
   int64_t r = r0;
-  if (a.n_tokens < kF16Tokens)
-    for (; r + kF16Panels * P <= r1; r += kF16Panels * P) f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, scratch);
-  for (; r < r1; r += P) f16_panel_group<V, 1>(a, r, r1 < r + P ? r1 : r + P, scratch);
+  if (n < kF16Tokens)
+    for (; r + kF16Panels * P <= r1; r += kF16Panels * P) f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, 0, n, scratch);
+  const int64_t tile = a.packed ? kTokenTile : n;  // see kTokenTile
+  for (int64_t t0 = 0; t0 < n; t0 += tile)
+    for (int64_t p = r; p < r1; p += P) f16_panel_group<V, 1>(a, p, r1 < p + P ? r1 : p + P, t0, n - t0 < tile ? n : t0 + tile, scratch);
 }
 
 // The PackedRows layout for F16: panels [p0, p1), each [cols][P] f16.

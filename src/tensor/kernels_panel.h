@@ -150,20 +150,24 @@ void panel_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
   alignas(64) typename V::I scratch[kPanelChunk * 9];  // one chunk packed here, see pack_panel
   const int64_t nb = a.cols / QK8_0;
-  for (int64_t p0 = r0; p0 < r1; p0 += P) {
-    const int n_rows = int(r1 - p0 < P ? r1 - p0 : P);
-    const uint8_t* rows[P];
-    for (int i = 0; i < P; ++i) rows[i] = i < n_rows ? a.w + size_t(p0 + i) * a.w_stride : nullptr;
-    const auto* prepacked = reinterpret_cast<const typename V::I*>(a.packed) + (p0 / P) * nb * 9;
-    for (int64_t b0 = 0; b0 < nb; b0 += kPanelChunk) {
-      const int64_t nblk = nb - b0 < kPanelChunk ? nb - b0 : kPanelChunk;
-      const typename V::I* chunk = scratch;
-      if (a.packed) chunk = prepacked + b0 * 9;
-      else pack_panel<V, Unpack>(rows, b0, nblk, scratch);
-      int64_t t = 0;
-      for (; t + kPanelTokens <= a.n_tokens; t += kPanelTokens)
-        panel_chunk_tokens<V, kPanelTokens>(chunk, nblk, a, b0, t, p0, n_rows);
-      for (; t < a.n_tokens; ++t) panel_chunk_tokens<V, 1>(chunk, nblk, a, b0, t, p0, n_rows);
+  const int64_t tile = a.packed ? kTokenTile : a.n_tokens;  // see kTokenTile
+  for (int64_t tt = 0; tt < a.n_tokens; tt += tile) {
+    const int64_t t_end = a.n_tokens - tt < tile ? a.n_tokens : tt + tile;
+    for (int64_t p0 = r0; p0 < r1; p0 += P) {
+      const int n_rows = int(r1 - p0 < P ? r1 - p0 : P);
+      const uint8_t* rows[P];
+      for (int i = 0; i < P; ++i) rows[i] = i < n_rows ? a.w + size_t(p0 + i) * a.w_stride : nullptr;
+      const auto* prepacked = reinterpret_cast<const typename V::I*>(a.packed) + (p0 / P) * nb * 9;
+      for (int64_t b0 = 0; b0 < nb; b0 += kPanelChunk) {
+        const int64_t nblk = nb - b0 < kPanelChunk ? nb - b0 : kPanelChunk;
+        const typename V::I* chunk = scratch;
+        if (a.packed) chunk = prepacked + b0 * 9;
+        else pack_panel<V, Unpack>(rows, b0, nblk, scratch);
+        int64_t t = tt;
+        for (; t + kPanelTokens <= t_end; t += kPanelTokens)
+          panel_chunk_tokens<V, kPanelTokens>(chunk, nblk, a, b0, t, p0, n_rows);
+        for (; t < t_end; ++t) panel_chunk_tokens<V, 1>(chunk, nblk, a, b0, t, p0, n_rows);
+      }
     }
   }
 }
