@@ -96,13 +96,13 @@ template <class V>
 void f16_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int P = V::kRows;
   alignas(64) f16_bits scratch[kF16Panels * kF16Chunk * P];  // per-call packing, see pack_f16
-  const int64_t n = a.n_tokens;
   int64_t r = r0;
-  if (n < kF16Tokens)
-    for (; r + kF16Panels * P <= r1; r += kF16Panels * P) f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, 0, n, scratch);
-  const int64_t tile = a.packed ? kTokenTile : n;  // see kTokenTile
-  for (int64_t t0 = 0; t0 < n; t0 += tile)
-    for (int64_t p = r; p < r1; p += P) f16_panel_group<V, 1>(a, p, r1 < p + P ? r1 : p + P, t0, n - t0 < tile ? n : t0 + tile, scratch);
+  if (a.n_tokens < kF16Tokens)
+    for (; r + kF16Panels * P <= r1; r += kF16Panels * P)
+      f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, 0, a.n_tokens, scratch);
+  for_each_token_tile(a, [&](int64_t t0, int64_t t1) {
+    for (int64_t p = r; p < r1; p += P) f16_panel_group<V, 1>(a, p, r1 < p + P ? r1 : p + P, t0, t1, scratch);
+  });
 }
 
 // The PackedRows layout for F16: panels [p0, p1), each [cols][P] f16.

@@ -60,6 +60,14 @@ constexpr int64_t kPanelRowsAvx2 = 8, kPanelRowsVnni = 16;
 // so unpacked weights take all tokens at once). 64: lfm2 Q8_0 pp512 +9% over no tiles.
 constexpr int64_t kTokenTile = 64;
 
+// Calls f(t0, t1) for the token tiles [t0, t1) of a matmul: kTokenTile tokens each on
+// prepacked weights, all tokens at once otherwise.
+template <class F>
+inline void for_each_token_tile(const MatmulArgs& a, F f) {
+  const int64_t tile = a.packed ? kTokenTile : a.n_tokens;
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += tile) f(t0, a.n_tokens - t0 < tile ? a.n_tokens : t0 + tile);
+}
+
 // Row tile of the AVX2 kernel; the driver hands out row ranges in multiples of it so
 // that threads rarely fall back to edge tiles (correctness does not depend on it).
 constexpr int64_t kRowTile = 4;

@@ -169,9 +169,7 @@ void kq_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int P = V::kRows, kVectors = K::kVectors;
   alignas(64) typename V::I scratch[kKChunk * kVectors];  // one chunk packed per call, see pack_kq
   const int64_t nsb = a.cols / QK_K;
-  const int64_t tile = a.packed ? kTokenTile : a.n_tokens;  // see kTokenTile
-  for (int64_t tt = 0; tt < a.n_tokens; tt += tile) {
-    const int64_t t_end = a.n_tokens - tt < tile ? a.n_tokens : tt + tile;
+  for_each_token_tile(a, [&](int64_t t0, int64_t t1) {
     for (int64_t p0 = r0; p0 < r1; p0 += P) {
       const int n_rows = int(r1 - p0 < P ? r1 - p0 : P);
       const uint8_t* rows[P];  // the panel's weight rows, null past the end
@@ -182,13 +180,13 @@ void kq_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
         const typename V::I* chunk = scratch;
         if (a.packed) chunk = prepacked + sb0 * kVectors;
         else pack_kq<P, K>(rows, sb0, n, reinterpret_cast<uint8_t*>(scratch));
-        int64_t t = tt;
-        for (; t + V::kKTokens <= t_end; t += V::kKTokens)
+        int64_t t = t0;
+        for (; t + V::kKTokens <= t1; t += V::kKTokens)
           kq_chunk_tokens<V, K, V::kKTokens>(chunk, n, a, sb0, t, p0, n_rows);
-        for (; t < t_end; ++t) kq_chunk_tokens<V, K, 1>(chunk, n, a, sb0, t, p0, n_rows);
+        for (; t < t1; ++t) kq_chunk_tokens<V, K, 1>(chunk, n, a, sb0, t, p0, n_rows);
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -150,9 +150,7 @@ void panel_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
   alignas(64) typename V::I scratch[kPanelChunk * 9];  // one chunk packed here, see pack_panel
   const int64_t nb = a.cols / QK8_0;
-  const int64_t tile = a.packed ? kTokenTile : a.n_tokens;  // see kTokenTile
-  for (int64_t tt = 0; tt < a.n_tokens; tt += tile) {
-    const int64_t t_end = a.n_tokens - tt < tile ? a.n_tokens : tt + tile;
+  for_each_token_tile(a, [&](int64_t t0, int64_t t1) {
     for (int64_t p0 = r0; p0 < r1; p0 += P) {
       const int n_rows = int(r1 - p0 < P ? r1 - p0 : P);
       const uint8_t* rows[P];
@@ -163,13 +161,13 @@ void panel_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
         const typename V::I* chunk = scratch;
         if (a.packed) chunk = prepacked + b0 * 9;
         else pack_panel<V, Unpack>(rows, b0, nblk, scratch);
-        int64_t t = tt;
-        for (; t + kPanelTokens <= t_end; t += kPanelTokens)
+        int64_t t = t0;
+        for (; t + kPanelTokens <= t1; t += kPanelTokens)
           panel_chunk_tokens<V, kPanelTokens>(chunk, nblk, a, b0, t, p0, n_rows);
-        for (; t < t_end; ++t) panel_chunk_tokens<V, 1>(chunk, nblk, a, b0, t, p0, n_rows);
+        for (; t < t1; ++t) panel_chunk_tokens<V, 1>(chunk, nblk, a, b0, t, p0, n_rows);
       }
     }
-  }
+  });
 }
 
 // The PackedRows layout of panels [p0, p1): pack_panel over all blocks of each panel.
