@@ -262,6 +262,36 @@ TEST(Matmul, SimdQ8KQuantizerMatchesScalar) {
     EXPECT_EQ(0, std::memcmp(&want[size_t(b)], &got[size_t(b)], sizeof(block_q8_k))) << "block " << b;
 }
 
+// F16C's conversion must give f32_to_f16's bits everywhere: rounding ties, the overflow
+// threshold, subnormals, signed zeros, infinities and NaN payloads; odd n exercises the tail.
+TEST(Dtype, SimdF16ConversionMatchesScalar) {
+  if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
+  std::vector<float> x;  // f32 inputs
+  for (uint32_t bits : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u,
+                        0x7fbfffffu, 0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477ff001u, 0x38800000u, 0x387fe000u,
+                        0x33000000u, 0x33000001u, 0x337fffffu, 0x33800000u, 0x00000001u, 0x3f801000u, 0x3f803000u}) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    x.push_back(f);
+  }
+  std::mt19937 rng(16);
+  for (int i = 0; i < 20000; ++i) {  // random bit patterns: every exponent, ties included
+    uint32_t bits = uint32_t(rng());
+    if (i % 2) bits = (bits & 0xffffe000u) | 0x1000u;  // exactly half way between two halves
+    float f;
+    std::memcpy(&f, &bits, 4);
+    x.push_back(f);
+  }
+  x.push_back(1.f);  // odd length: the last element goes through the scalar tail
+  std::vector<f16_bits> got(x.size());
+  f32_to_f16_row(x.data(), got.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    ASSERT_EQ(got[i], f32_to_f16(x[i])) << std::hex << "input 0x" << bits;
+  }
+}
+
 // The Q8_0 one also writes the per-block scales and offset corrections the panel kernels read.
 TEST(Matmul, SimdQ8_0QuantizerMatchesScalar) {
   if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tensor/kernels.h"
+
 namespace ws {
 namespace {
 
@@ -31,8 +33,7 @@ void append_rows(std::vector<uint8_t>& dst, const float* src, size_t count, KvTy
   if (type == KvType::f32) {
     std::memcpy(dst.data() + old, src, count * 4);
   } else {
-    auto* out = reinterpret_cast<f16_bits*>(dst.data() + old);
-    for (size_t i = 0; i < count; ++i) out[i] = f32_to_f16(src[i]);
+    f32_to_f16_row(src, reinterpret_cast<f16_bits*>(dst.data() + old), int64_t(count));
   }
 }
 

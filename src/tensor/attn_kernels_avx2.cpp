@@ -3,6 +3,7 @@
 // cannot contract it differently in different call sites.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/attn_kernels.h"
@@ -102,49 +103,65 @@ inline const float* row_f32(const KvRows& r, int32_t j, int32_t hd, float* tmp /
   return tmp;
 }
 
-// Level 2 of the tree, w[p] = (part p + part p+8) + (part p+4 + part p+12) (the AVX-512
-// kernel's pairing), for NK keys kr[x] and 8 query lanes (qt8 = qt + 8 * half); part p sums
-// d = p, p + 16, ... in order, the keys sharing each query load. The four parts run
-// together: 4 NK independent fma chains hide the fma latency that one part's NK chains
-// would wait on.
-template <int NK>
-inline void key_w(const float* qt8, const float* const* kr, int32_t hd, int p, __m256* w) {
-  constexpr int kPart[4] = {0, 8, 4, 12};
-  __m256 acc[4][NK];  // [part][key] partial sums
-  for (int i = 0; i < 4; ++i)
-    for (int x = 0; x < NK; ++x) acc[i][x] = _mm256_setzero_ps();
-  for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+// Keys kr[0, NK) against H halves of 8 query lanes (qt + 8 h). Part p of a score sums
+// d = p, p + 16, ... in order; the NK * H chains of one part share each query load and each
+// key broadcast (H + NK loads per NK * H fmas, the fewest the 16 registers allow). The 16
+// parts wait in `part` and the tree pairs them (p, p + 8), (p, p + 4), (p, p + 2), (p, p + 1),
+// the AVX-512 kernel's vertical adds.
+template <int H, int NK>
+inline void keys_block(const float* qt, const float* const* kr, int32_t hd, float scale, float* s /* [NK][16] */) {
+  alignas(32) float part[16][NK][H][8];  // [d mod 16][key][half][lane] f32 partial sums
+  for (int p = 0; p < 16; ++p) {
+    __m256 acc[NK][H];  // unrolled so that the chains stay in registers
+#pragma GCC unroll 8
+    for (int x = 0; x < NK; ++x)
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) acc[x][h] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const int32_t d = d0 + p + kPart[i];
-      const __m256 q = _mm256_loadu_ps(qt8 + d * 16);
-      for (int x = 0; x < NK; ++x) acc[i][x] = _mm256_fmadd_ps(q, _mm256_set1_ps(kr[x][d]), acc[i][x]);
+    for (int32_t d = p; d < hd; d += 16) {
+      __m256 q[H];
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) q[h] = _mm256_loadu_ps(qt + d * 16 + 8 * h);
+#pragma GCC unroll 8
+      for (int x = 0; x < NK; ++x) {
+        const __m256 b = _mm256_broadcast_ss(kr[x] + d);
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) acc[x][h] = _mm256_fmadd_ps(q[h], b, acc[x][h]);
+      }
     }
+#pragma GCC unroll 8
+    for (int x = 0; x < NK; ++x)
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) _mm256_store_ps(part[p][x][h], acc[x][h]);
   }
+  auto pair = [&](int p, int w, int x, int h) {
+    return _mm256_add_ps(_mm256_load_ps(part[p][x][h]), _mm256_load_ps(part[p + w][x][h]));
+  };
+#pragma GCC unroll 8
   for (int x = 0; x < NK; ++x)
-    w[x] = _mm256_add_ps(_mm256_add_ps(acc[0][x], acc[1][x]), _mm256_add_ps(acc[2][x], acc[3][x]));
-}
-// s[16 x + lane] = scale * (v0 + v1), v0 = w0 + w2, v1 = w1 + w3, for key x.
-template <int NK>
-inline void key_scores(const float* qt8, const float* const* kr, int32_t hd, float scale, float* s) {
-  __m256 wa[NK], wb[NK], v0[NK];
-  key_w<NK>(qt8, kr, hd, 0, wa);
-  key_w<NK>(qt8, kr, hd, 2, wb);
-  for (int x = 0; x < NK; ++x) v0[x] = _mm256_add_ps(wa[x], wb[x]);
-  key_w<NK>(qt8, kr, hd, 1, wa);
-  key_w<NK>(qt8, kr, hd, 3, wb);
-  for (int x = 0; x < NK; ++x)
-    _mm256_storeu_ps(s + 16 * x, _mm256_mul_ps(_mm256_add_ps(v0[x], _mm256_add_ps(wa[x], wb[x])), _mm256_set1_ps(scale)));
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h) {
+      const __m256 t0 = _mm256_add_ps(pair(0, 8, x, h), pair(4, 8, x, h)), t1 = _mm256_add_ps(pair(1, 8, x, h), pair(5, 8, x, h));
+      const __m256 t2 = _mm256_add_ps(pair(2, 8, x, h), pair(6, 8, x, h)), t3 = _mm256_add_ps(pair(3, 8, x, h), pair(7, 8, x, h));
+      const __m256 score = _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3));
+      _mm256_storeu_ps(s + 16 * x + 8 * h, _mm256_mul_ps(score, _mm256_set1_ps(scale)));
+    }
 }
 
-// Keys [j, j + NK) for the query lanes in use (one or both halves).
-template <int NK>
-inline void keys_lanes(const float* qt, int nq, const KvRows& k, int32_t j, int32_t hd, float scale, float* s,
-                       float* tmp /* [NK][hd] */) {
+// All keys of k for H halves of query lanes, NK keys per block.
+template <int H, int NK>
+void scores_lanes(const float* qt, const KvRows& k, int32_t hd, float scale, float* s) {
+  alignas(32) float tmp[NK * kMaxGroupHeadDim];  // [NK][hd] f32: key rows converted from f16
   const float* kr[NK];
-  for (int x = 0; x < NK; ++x) kr[x] = row_f32(k, j + x, hd, tmp + x * hd);
-  key_scores<NK>(qt, kr, hd, scale, s + j * 16);
-  if (nq > 8) key_scores<NK>(qt + 8, kr, hd, scale, s + j * 16 + 8);
+  int32_t j = 0;
+  for (; j + NK <= k.n; j += NK) {
+    for (int x = 0; x < NK; ++x) kr[x] = row_f32(k, j + x, hd, tmp + x * hd);
+    keys_block<H, NK>(qt, kr, hd, scale, s + j * 16);
+  }
+  for (; j < k.n; ++j) {
+    kr[0] = row_f32(k, j, hd, tmp);
+    keys_block<H, 1>(qt, kr, hd, scale, s + j * 16);
+  }
 }
 
 // Few queries (decode): d in the lanes. Lane p of lo / hi is partial sum p / p + 8, so
@@ -177,7 +194,7 @@ void group_accumulate_block(const float* p, const KvRows& v, int i0, int32_t d0,
     const size_t b = size_t(j) * v.stride + size_t(d0);
     const __m256 v0 = v.f16 ? load8<true>(v.data, b) : load8<false>(v.data, b);
     const __m256 v1 = v.f16 ? load8<true>(v.data, b + 8) : load8<false>(v.data, b + 8);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int i = 0; i < Q; ++i) {  // unrolled: acc stays in registers
       const __m256 pj = _mm256_set1_ps(p[j * 16 + i0 + i]);
       acc[i][0] = _mm256_fmadd_ps(pj, v0, acc[i][0]);
@@ -224,11 +241,9 @@ float softmax_exp_avx2(float* x, int32_t n, float max) {
 }
 
 void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
-  if (nq <= 4) return scores_dots(qt, nq, k, hd, scale, s);
-  alignas(32) float tmp[2 * kMaxGroupHeadDim];  // [2][hd] f32: two key rows
-  int32_t j = 0;
-  for (; j + 2 <= k.n; j += 2) keys_lanes<2>(qt, nq, k, j, hd, scale, s, tmp);
-  if (j < k.n) keys_lanes<1>(qt, nq, k, j, hd, scale, s, tmp);
+  if (nq <= 4) scores_dots(qt, nq, k, hd, scale, s);
+  else if (nq <= 8) scores_lanes<1, 8>(qt, k, hd, scale, s);
+  else scores_lanes<2, 4>(qt, k, hd, scale, s);
 }
 
 void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
@@ -237,14 +252,20 @@ void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32
     const __m256i lov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + h));
     const __m256i hiv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + h));
     if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lov, hiv))) == 0xFF) continue;
+    // Keys [all_lo, all_hi] are visible to every lane of the half and need no mask.
+    const int32_t all_lo = *std::max_element(lo + h, lo + h + 8), all_hi = *std::min_element(hi + h, hi + h + 8);
     __m256 m = neg_inf;
-    for (int32_t j = 0; j < n; ++j) {
+    auto masked = [&](int32_t j) {
       const __m256i jv = _mm256_set1_epi32(j);
       const __m256i hidden = _mm256_or_si256(_mm256_cmpgt_epi32(lov, jv), _mm256_cmpgt_epi32(jv, hiv));
       const __m256 x = _mm256_blendv_ps(_mm256_loadu_ps(s + j * 16 + h), neg_inf, _mm256_castsi256_ps(hidden));
       _mm256_storeu_ps(s + j * 16 + h, x);
       m = _mm256_max_ps(m, x);
-    }
+    };
+    const int32_t a = std::clamp(all_lo, 0, n), b = std::clamp(all_hi + 1, a, n);
+    for (int32_t j = 0; j < a; ++j) masked(j);
+    for (int32_t j = a; j < b; ++j) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j * 16 + h));
+    for (int32_t j = b; j < n; ++j) masked(j);
     __m256 sum = _mm256_setzero_ps();
     for (int32_t j = 0; j < n; ++j) {
       const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + j * 16 + h), m));
@@ -260,8 +281,10 @@ void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32
 void attn_group_accumulate_avx2(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
   for (int32_t d0 = 0; d0 < hd; d0 += 16) {
     int i = 0;
-    for (; i + 4 <= nq; i += 4) group_accumulate_block<4>(p, v, i, d0, out);
+    for (; i + 6 <= nq; i += 6) group_accumulate_block<6>(p, v, i, d0, out);
     switch (nq - i) {
+      case 5: group_accumulate_block<5>(p, v, i, d0, out); break;
+      case 4: group_accumulate_block<4>(p, v, i, d0, out); break;
       case 3: group_accumulate_block<3>(p, v, i, d0, out); break;
       case 2: group_accumulate_block<2>(p, v, i, d0, out); break;
       case 1: group_accumulate_block<1>(p, v, i, d0, out); break;

@@ -169,9 +169,7 @@ float dot_row(DType t, const uint8_t* w, const uint8_t* x, int64_t n) {
 void convert_row(DType dt, const float* x, uint8_t* dst, int64_t n) {
   switch (dt) {
     case DType::f32: std::memcpy(dst, x, size_t(n) * sizeof(float)); break;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) ((f16_bits*)dst)[i] = f32_to_f16(x[i]);
-      break;
+    case DType::f16: f32_to_f16_row(x, (f16_bits*)dst, n); break;
     case DType::bf16:
       for (int64_t i = 0; i < n; ++i) ((bf16_bits*)dst)[i] = f32_to_bf16(x[i]);
       break;
@@ -235,6 +233,11 @@ void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1) {
 // WARMSTART_ISA=scalar forces the scalar reference kernels (for debugging and for
 // comparing against the SIMD path); any other value, or none, picks the best the CPU
 // supports. Read once per process.
+void f32_to_f16_row(const float* x, f16_bits* dst, int64_t n) {
+  if (detected_isa() == Isa::avx2) return detail::f32_to_f16_avx2(x, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(x[i]);
+}
+
 Isa detected_isa() {
   static const Isa isa = [] {
     const char* env = std::getenv("WARMSTART_ISA");

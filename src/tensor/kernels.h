@@ -59,6 +59,9 @@ Isa detected_isa();  // what this CPU supports (AVX2+FMA+F16C -> avx2)
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Isa isa = detected_isa());
 
+// dst[i] = f32_to_f16(x[i]) for i < n, bit for bit (F16C where the CPU has AVX2).
+void f32_to_f16_row(const float* x, f16_bits* dst, int64_t n);
+
 // Copies row `row` of w dequantized to f32: dst[w.cols].
 void get_row(const Matrix& w, int64_t row, float* dst);
 

@@ -296,6 +296,14 @@ void round_to_f16_avx2(const float* x, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+void f32_to_f16_avx2(const float* x, f16_bits* dst, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), kRound));
+  for (; i < n; ++i) dst[i] = _cvtss_sh(x[i], kRound);
+}
+
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
   switch (a.wtype) {
     case DType::f32: rows_range<OpsF32>(a, r0, r1); break;

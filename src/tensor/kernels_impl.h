@@ -50,6 +50,8 @@ void quantize_row_q8_0_avx2(const float* src, block_q8_0* dst, int64_t n, float*
                             int32_t* corr);
 // out[i] = x[i] rounded to f16 and widened back (the F16 kernels' activations), n any.
 void round_to_f16_avx2(const float* x, float* out, int64_t n);
+// dst[i] = f32_to_f16(x[i]) (round to nearest even, as the scalar conversion), n any.
+void f32_to_f16_avx2(const float* x, f16_bits* dst, int64_t n);
 // Rows per panel (kernels_panel.h, kernels_kquant_panel.h, kernels_f16_panel.h) of the
 // AVX2 and VNNI kernels; the driver splits rows in whole panels.
 constexpr int64_t kPanelRowsAvx2 = 8, kPanelRowsVnni = 16;
