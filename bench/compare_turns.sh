@@ -6,19 +6,21 @@
 # to bench/results/turns-STAMP.{jsonl,md}. Never run in CI.
 #
 #   bench/compare_turns.sh [-t THREADS] [-a "llama lfm2 granitehybrid mamba2 gemma3"] [-q "f16 q8_0"]
-#                          [-s "append edit interleave"] [-n TURNS] [-e EDIT_AT] [-m MODEL.gguf]
-#                          [-- extra turnbench.py flags]
+#                          [-s "append edit interleave"] [-n TURNS] [-e EDIT_AT] [-k ROUNDS]
+#                          [-m MODEL.gguf] [-- extra turnbench.py flags]
 #   -m: one model file instead of the -a x -q bench models (labelled by its file name)
 #   -e: the turn at which the edit scenario edits the 2nd user message (default min(8, TURNS))
+#   -k: rounds per model and scenario (default 1), the engines alternating within each; the
+#       table then shows medians over rounds, which this noisy kind of machine needs
 # Uses build/warmstart (override with WARMSTART=...); generates missing bench models as compare.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=$(nproc); archs="llama lfm2 granitehybrid mamba2 gemma3"; types="f16 q8_0"
-scenarios="append edit interleave"; turns=12; edit_at=""; model=""
-while getopts "t:a:q:s:n:e:m:" o; do
+scenarios="append edit interleave"; turns=12; edit_at=""; model=""; rounds=1
+while getopts "t:a:q:s:n:e:k:m:" o; do
   case $o in
     t) threads=$OPTARG ;; a) archs=$OPTARG ;; q) types=$OPTARG ;; s) scenarios=$OPTARG ;;
-    n) turns=$OPTARG ;; e) edit_at=$OPTARG ;; m) model=$OPTARG ;; *) exit 2 ;;
+    n) turns=$OPTARG ;; e) edit_at=$OPTARG ;; k) rounds=$OPTARG ;; m) model=$OPTARG ;; *) exit 2 ;;
   esac
 done
 shift $((OPTIND - 1)); [ "${1:-}" = "--" ] && shift
@@ -37,8 +39,8 @@ server_pid=""; url=""
 stop_server() { [ -z "$server_pid" ] || { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; server_pid=""; }; }
 trap 'stop_server; rm -rf "$logs"' EXIT
 
-printf '{"meta": true, "threads": %d, "turns": %d, "edit_at": %d, "warmstart": "%s at %s", "peer": "node-llama-cpp@3.21.1"}\n' \
-  "$threads" "$turns" "$edit_at" "$ws" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" > "$raw"
+printf '{"meta": true, "threads": %d, "turns": %d, "edit_at": %d, "rounds": %d, "warmstart": "%s at %s", "peer": "node-llama-cpp@3.21.1"}\n' \
+  "$threads" "$turns" "$edit_at" "$rounds" "$ws" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" > "$raw"
 
 model_path() {  # ARCH TYPE -> path, generating / quantizing on first use
   local f16="bench/models/$1-bench-f16.gguf" out="bench/models/$1-bench-$2.gguf"
@@ -65,7 +67,7 @@ start_server() {  # ENGINE MODEL
   cat "$log" >&2; stop_server; return 1
 }
 
-run_one() {  # ENGINE ARCH TYPE SCENARIO MODEL
+run_one() {  # ENGINE ARCH TYPE SCENARIO MODEL ROUND
   start_server "$1" "$5" || return 1
   # One tiny request first, so that neither engine's turn 1 pays for page faults and thread start-up.
   curl -s -o /dev/null "$url/v1/chat/completions" -H 'Content-Type: application/json' \
@@ -73,8 +75,8 @@ run_one() {  # ENGINE ARCH TYPE SCENARIO MODEL
   local rc=0
   /usr/bin/python3 ../shared/tools/turnbench.py --url "$url" --scenario "$4" --turns "$turns" \
     --edit-at "$edit_at" --label "$1" "${extra[@]}" |
-    /usr/bin/python3 -c 'import json, sys; [print(json.dumps({"engine": sys.argv[1], "arch": sys.argv[2], "type": sys.argv[3], **json.loads(l)})) for l in sys.stdin if l.strip()]' \
-      "$1" "$2" "$3" >> "$raw" || rc=1
+    /usr/bin/python3 -c 'import json, sys; [print(json.dumps({"engine": sys.argv[1], "arch": sys.argv[2], "type": sys.argv[3], "round": int(sys.argv[4]), **json.loads(l)})) for l in sys.stdin if l.strip()]' \
+      "$1" "$2" "$3" "$6" >> "$raw" || rc=1
   stop_server
   return $rc
 }
@@ -89,11 +91,13 @@ k=0
 for r in "${runs[@]}"; do
   read -r arch type m <<<"$r"
   for s in $scenarios; do
-    # Alternate which engine goes first, so neither always gets the quieter slot.
-    if (( k++ % 2 == 0 )); then order="warmstart peer"; else order="peer warmstart"; fi
-    for e in $order; do
-      echo "[$arch $type $s] $e" >&2
-      run_one "$e" "$arch" "$type" "$s" "$m" || echo "  failed: $e $arch $type $s" >&2
+    for round in $(seq "$rounds"); do
+      # Alternate which engine goes first, so neither always gets the quieter slot.
+      if (( k++ % 2 == 0 )); then order="warmstart peer"; else order="peer warmstart"; fi
+      for e in $order; do
+        echo "[$arch $type $s round $round] $e" >&2
+        run_one "$e" "$arch" "$type" "$s" "$m" "$round" || echo "  failed: $e $arch $type $s" >&2
+      done
     done
   done
 done
