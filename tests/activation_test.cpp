@@ -80,5 +80,56 @@ TEST(Activation, SwigluIsPositionIndependent) {
   }
 }
 
+// The vector GELU gate must give ops::gelu_ggml's bits (the table llama.cpp uses) times x:
+// around the +-10 cut-offs, at zeros, infinities and NaN, on random values of every
+// magnitude, and in the scalar-sized tail (odd n).
+TEST(Activation, GeluGateMatchesScalarTable) {
+  std::vector<float> g = {-10.0f, std::nextafter(-10.0f, 0.0f), std::nextafter(-10.0f, -20.0f), 10.0f,
+                          std::nextafter(10.0f, 0.0f), 0.0f, -0.0f, 1e-8f, -1e-8f, 65504.0f, 70000.0f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 rng(12);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  std::uniform_real_distribution<float> expo(-30.0f, 5.0f);
+  for (int i = 0; i < 5000; ++i) g.push_back(i % 2 ? dist(rng) : std::copysign(std::exp2(expo(rng)), dist(rng)));
+  g.push_back(0.5f);  // odd length: a tail shorter than a vector
+  const int64_t n = int64_t(g.size());
+  std::vector<float> x(g.size());
+  for (auto& v : x) v = dist(rng);
+  x[1] = std::numeric_limits<float>::infinity();  // 0 * inf where gelu is 0
+  std::vector<float> got = x;
+  ops::gelu_gate(g.data(), got.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = ops::gelu_ggml(g[size_t(i)]) * x[size_t(i)];
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got[size_t(i)])) << "g " << g[size_t(i)];
+    else EXPECT_EQ(got[size_t(i)], want) << "g " << g[size_t(i)] << " x " << x[size_t(i)];
+  }
+}
+
+// The norms' double sum of squares: within double rounding of the exact sum, and on AVX2
+// in exactly the documented order (eight partial sums by i % 8, then the fixed tree), so
+// the SIMD and scalar paths give the same bits for every length.
+TEST(Activation, SumSquaresOrderAndAccuracy) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int64_t n : {1, 5, 8, 13, 64, 960, 1001}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = dist(rng) * (rng() % 7 == 0 ? 1e3f : 1.0f);
+    double part[8] = {};
+    long double exact = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      part[i % 8] += double(x[size_t(i)]) * double(x[size_t(i)]);
+      exact += (long double)x[size_t(i)] * x[size_t(i)];
+    }
+    const double ordered = ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    const double got = ops::sum_squares(x.data(), n);
+    EXPECT_EQ(got, ordered) << "n " << n;
+    EXPECT_NEAR(got, double(exact), 1e-14 * double(exact)) << "n " << n;
+    if (detected_isa() == Isa::avx2) {
+      EXPECT_EQ(detail::sum_squares_avx2(x.data(), n), ordered) << "n " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ws

@@ -2,6 +2,7 @@
 // different base per layer kind, sandwich norms (post_attention_norm, post_ffw_norm) and
 // a GELU-gated FFN. Sliding layers keep only their window (SlidingKvState); global
 // layers keep everything (FullKvState).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -91,11 +92,6 @@ class Gemma3Model final : public Model {
     return l;
   }
 
-  // u[i] = gelu(g[i]) * u[i], GELU through ggml-cpu's fp16 table (see ops::gelu_ggml).
-  static void gelu_gate(const float* g, float* u, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) u[i] = ops::gelu_ggml(g[i]) * u[i];
-  }
-
   // Sandwich norms: x += post_norm(branch(pre_norm(x))) for attention, then the FFN.
   void layer_forward(const Gemma3Layer& l, KvStore& kv, float* x, int64_t n, int32_t pos0, bool non_causal,
                      ThreadPool& pool) const {
@@ -113,7 +109,9 @@ class Gemma3Model final : public Model {
     ops::rms_norm(x, l.ffn_norm, xn.data(), n, d, cfg_.rms_eps);
     matmul(l.ffn.gate, xn.data(), n, g.data(), pool);
     matmul(l.ffn.up, xn.data(), n, u.data(), pool);
-    gelu_gate(g.data(), u.data(), n * ff);
+    // u = gelu(g) * u, GELU through ggml-cpu's fp16 table (see ops::gelu_ggml).
+    pool.parallel_for(n, std::max<int64_t>(1, 16384 / ff),
+                      [&](int64_t t0, int64_t t1) { ops::gelu_gate(g.data() + t0 * ff, u.data() + t0 * ff, (t1 - t0) * ff); });
     matmul(l.ffn.down, u.data(), n, o.data(), pool);
     ops::rms_norm(o.data(), l.post_ffw_norm, o.data(), n, d, cfg_.rms_eps);
     ops::add_scaled(x, o.data(), n * d);

@@ -11,12 +11,18 @@
 
 namespace ws::ops {
 
+double sum_squares(const float* x, int64_t n) {
+  if (detected_isa() == Isa::avx2) return detail::sum_squares_avx2(x, n);
+  double part[8] = {};  // part[k]: sum over i % 8 == k, in order
+  for (int64_t i = 0; i < n; ++i) part[i % 8] += double(x[i]) * x[i];
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
+
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps) {
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * d;
     float* yr = y + t * d;
-    double sum = 0;  // double like ggml, so long rows lose nothing
-    for (int64_t i = 0; i < d; ++i) sum += double(xr[i]) * xr[i];
+    const double sum = sum_squares(xr, d);  // double like ggml, so long rows lose nothing
     const float mean = float(sum / double(d));
     const float scale = 1.0f / std::sqrt(mean + eps);
     for (int64_t i = 0; i < d; ++i) yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
@@ -39,8 +45,7 @@ void swiglu(const float* g, float* x, int64_t n) {
 void l2_norm(float* x, int64_t n, int64_t d, float eps) {
   for (int64_t r = 0; r < n; ++r) {
     float* v = x + r * d;
-    double sum = 0;  // double like ggml's row reductions
-    for (int64_t i = 0; i < d; ++i) sum += double(v[i]) * v[i];
+    const double sum = sum_squares(v, d);  // double like ggml's row reductions
     const float scale = 1.0f / std::max(float(std::sqrt(sum)), eps);
     for (int64_t i = 0; i < d; ++i) v[i] *= scale;
   }
@@ -255,8 +260,10 @@ void embed_batch(const Matrix& tok_embd, const Batch& batch, bool non_causal_ok,
   std::copy(batch.embeddings, batch.embeddings + batch.n_rows * tok_embd.cols, x);
 }
 
-float gelu_ggml(float x) {
-  // [65536] f32: fp16(gelu(v)) for every fp16 bit pattern v, built once (thread-safe static).
+namespace {
+
+// [65536] f32: fp16(gelu(v)) for every fp16 bit pattern v, built once (thread-safe static).
+const std::vector<float>& gelu_table() {
   static const std::vector<float> table = [] {
     std::vector<float> t(65536);
     constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
@@ -267,9 +274,20 @@ float gelu_ggml(float x) {
     }
     return t;
   }();
+  return table;
+}
+
+}  // namespace
+
+float gelu_ggml(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
-  return table[f32_to_f16(x)];
+  return gelu_table()[f32_to_f16(x)];
+}
+
+void gelu_gate(const float* g, float* x, int64_t n) {
+  if (detected_isa() == Isa::avx2) return detail::gelu_table_gate_avx2(gelu_table().data(), g, x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] = gelu_ggml(g[i]) * x[i];
 }
 
 void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,

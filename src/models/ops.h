@@ -19,6 +19,9 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // Above 20, softplus(x) == x in f32 anyway (same threshold as GGUF runtimes).
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
+// sum of x[i]^2 in double: eight partial sums over i % 8, each in order, then
+// ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)); the AVX2 path keeps exactly this order.
+double sum_squares(const float* x, int64_t n);
 // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of d. x, y: [n][d]; w: [d] (may be null).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps);
 // x[i] = silu(g[i]) * x[i] for i < n (SwiGLU gate applied in place on the up projection);
@@ -75,6 +78,8 @@ void embed_batch(const Matrix& tok_embd, const Batch& batch, bool non_causal_ok,
 // bits of x holding fp16(gelu(x)), 0 below -10 and x above 10. Matching the table keeps
 // results within float rounding of llama.cpp instead of ~1e-3 away.
 float gelu_ggml(float x);
+// x[i] = gelu_ggml(g[i]) * x[i] for i < n (AVX2: 8 lanes with a table gather, same bits).
+void gelu_gate(const float* g, float* x, int64_t n);
 // Final RMSNorm + output projection of the rows `mode` asks for (all n, or the last).
 // x: [n][n_embd], logits: [rows][n_vocab].
 void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,

@@ -1,5 +1,5 @@
-// SIMD paths of the element-wise activations in models/ops (which holds the scalar
-// formulas and dispatches by ISA).
+// SIMD paths of the element-wise activations and row reductions in models/ops (which holds
+// the scalar formulas and dispatches by ISA).
 #pragma once
 #include <cstdint>
 
@@ -9,5 +9,12 @@ namespace ws::detail {
 // operations, with an exp polynomial of relative error ~2e-7 instead of std::exp. Each
 // element's result depends only on its own inputs (not on n or on alignment).
 void swiglu_avx2(const float* g, float* x, int64_t n);
+
+// x[i] = gelu(g[i]) * x[i] for i < n, gelu as ops::gelu_ggml (0 for g <= -10, g for g >= 10,
+// else table[f16 bits of g]), 8 lanes at a time with F16C and a gather: the same bits.
+void gelu_table_gate_avx2(const float* table /* [65536] */, const float* g, float* x, int64_t n);
+
+// ops::sum_squares with two 4-lane double accumulators: the same partial sums, same bits.
+double sum_squares_avx2(const float* x, int64_t n);
 
 }  // namespace ws::detail

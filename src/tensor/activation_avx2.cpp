@@ -24,7 +24,45 @@ inline __m256 swiglu8(__m256 g, __m256 x) {
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), x);
 }
 
+// ops::gelu_ggml for 8 lanes.
+inline __m256 gelu_table8(const float* table, __m256 g) {
+  const __m128i h = _mm256_cvtps_ph(g, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 t = _mm256_i32gather_ps(table, _mm256_cvtepu16_epi32(h), 4);
+  const __m256 low = _mm256_cmp_ps(g, _mm256_set1_ps(-10.0f), _CMP_LE_OQ);
+  const __m256 high = _mm256_cmp_ps(g, _mm256_set1_ps(10.0f), _CMP_GE_OQ);
+  return _mm256_andnot_ps(low, _mm256_blendv_ps(t, g, high));
+}
+
 }  // namespace
+
+void gelu_table_gate_avx2(const float* table, const float* g, float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(gelu_table8(table, _mm256_loadu_ps(g + i)), _mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through the same lanes
+    alignas(32) float gt[8] = {}, xt[8] = {};
+    std::memcpy(gt, g + i, size_t(n - i) * sizeof(float));
+    std::memcpy(xt, x + i, size_t(n - i) * sizeof(float));
+    _mm256_store_ps(xt, _mm256_mul_ps(gelu_table8(table, _mm256_load_ps(gt)), _mm256_load_ps(xt)));
+    std::memcpy(x + i, xt, size_t(n - i) * sizeof(float));
+  }
+}
+
+double sum_squares_avx2(const float* x, int64_t n) {
+  __m256d lo = _mm256_setzero_pd(), hi = lo;  // partial sums i % 8 = 0..3 and 4..7
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));  // the products are exact in double
+    hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+  }
+  alignas(32) double part[8];
+  _mm256_store_pd(part, lo);
+  _mm256_store_pd(part + 4, hi);
+  for (; i < n; ++i) part[i % 8] += double(x[i]) * x[i];
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
 
 void swiglu_avx2(const float* g, float* x, int64_t n) {
   int64_t i = 0;
