@@ -125,7 +125,7 @@ class MambaModel final : public Model {
     std::vector<float> y(size_t(n * di));       // [n][d_inner] gated scan output
     matmul(l.in, u, n, xz.data(), pool);
     ops::causal_conv(l.conv_w, l.conv_b, d_conv_, st.buffer(0).data(), xz.data(), 2 * di, n, di, xs.data(), pool);
-    for (float& v : xs) v = ops::silu(v);
+    ops::silu_rows(xs.data(), n, di, pool);
     matmul(l.x_proj, xs.data(), n, xdb.data(), pool);
     for (int64_t t = 0; t < n; ++t) std::copy_n(xdb.data() + t * nx, dt_rank_, dtr.data() + t * dt_rank_);
     matmul(l.dt_proj, dtr.data(), n, dt.data(), pool);

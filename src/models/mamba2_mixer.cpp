@@ -90,16 +90,18 @@ void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& s
   matmul(w.in_proj, xn, n, zxbcdt.data(), pool);
   ops::causal_conv(w.conv_w, w.conv_b, d.d_conv, state.buffer(0).data(), zxbcdt.data() + di, rows, n, C, xbc.data(),
                    pool);
-  for (float& v : xbc) v = ops::silu(v);
+  ops::silu_rows(xbc.data(), n, C, pool);
   selective_scan(w, d, xbc.data(), zxbcdt.data() + di + C, rows, n, state.buffer(1).data(), y.data(), pool);
   state.advance(int32_t(n));
   // Gate with SiLU(z), then RMSNorm each group of d_inner/G channels with its own weights.
   const int64_t gs = di / d.n_groups;
-  for (int64_t t = 0; t < n; ++t) {
-    float* yt = y.data() + t * di;
-    ops::swiglu(zxbcdt.data() + t * rows, yt, di);
-    for (int64_t g = 0; g < d.n_groups; ++g) ops::rms_norm(yt + g * gs, w.norm + g * gs, yt + g * gs, 1, gs, eps);
-  }
+  pool.parallel_for(n, std::max<int64_t>(1, 16384 / di), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* yt = y.data() + t * di;
+      ops::swiglu(zxbcdt.data() + t * rows, yt, di);
+      for (int64_t g = 0; g < d.n_groups; ++g) ops::rms_norm(yt + g * gs, w.norm + g * gs, yt + g * gs, 1, gs, eps);
+    }
+  });
   matmul(w.out_proj, y.data(), n, out, pool);
 }
 

@@ -42,6 +42,16 @@ void swiglu(const float* g, float* x, int64_t n) {
   }
 }
 
+void silu_rows(float* x, int64_t n, int64_t d, ThreadPool& pool) {
+  const bool simd = detected_isa() == Isa::avx2;
+  pool.parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d)), [&](int64_t t0, int64_t t1) {
+    float* v = x + t0 * d;
+    const int64_t m = (t1 - t0) * d;
+    if (simd) return detail::silu_avx2(v, m);
+    for (int64_t i = 0; i < m; ++i) v[i] = silu(v[i]);
+  });
+}
+
 void l2_norm(float* x, int64_t n, int64_t d, float eps) {
   for (int64_t r = 0; r < n; ++r) {
     float* v = x + r * d;

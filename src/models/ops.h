@@ -27,6 +27,8 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, fl
 // x[i] = silu(g[i]) * x[i] for i < n (SwiGLU gate applied in place on the up projection);
 // on AVX2 CPUs with a polynomial exp (detail::swiglu_avx2), otherwise with std::exp.
 void swiglu(const float* g, float* x, int64_t n);
+// x = silu(x) over n rows of d, rows split across the pool's threads; AVX2 as swiglu.
+void silu_rows(float* x, int64_t n, int64_t d, ThreadPool& pool);
 // x[r] /= max(||x[r]||, eps) for each of n rows of d (L2 normalisation, e.g. of delta-net q/k).
 void l2_norm(float* x, int64_t n, int64_t d, float eps);
 // a[i] += b[i] * scale.

@@ -203,7 +203,7 @@ class Qwen35Model final : public Model {
       }
     }
     ops::causal_conv(l.conv_w, nullptr, gdn_.conv_k, rs.buffer(0).data(), qkv.data(), ch, n, ch, qkv.data(), pool);
-    for (float& v : qkv) v = ops::silu(v);
+    ops::silu_rows(qkv.data(), n, ch, pool);
     for (int64_t t = 0; t < n; ++t) {  // q and k are the first 2*Gk rows of dk in each token's row
       ops::l2_norm(qkv.data() + t * ch, 2 * gdn_.n_k_heads, gdn_.dk, cfg_.rms_eps);
     }
@@ -215,7 +215,7 @@ class Qwen35Model final : public Model {
     });
     rs.advance(int32_t(n));
     ops::rms_norm(o.data(), l.ssm_norm, o.data(), n * hv, dv, cfg_.rms_eps);
-    for (int64_t i = 0; i < n * vd; ++i) o[size_t(i)] *= ops::silu(z[size_t(i)]);
+    ops::swiglu(z.data(), o.data(), n * vd);  // o *= silu(z)
     matmul(l.wssm_out, o.data(), n, out, pool);
   }
 

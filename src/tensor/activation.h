@@ -9,6 +9,8 @@ namespace ws::detail {
 // operations, with an exp polynomial of relative error ~2e-7 instead of std::exp. Each
 // element's result depends only on its own inputs (not on n or on alignment).
 void swiglu_avx2(const float* g, float* x, int64_t n);
+// x[i] = silu(x[i]): swiglu_avx2 with a factor of 1 (exact), so the same exp polynomial.
+void silu_avx2(float* x, int64_t n);
 
 // x[i] = gelu(g[i]) * x[i] for i < n, gelu as ops::gelu_ggml (0 for g <= -10, g for g >= 10,
 // else table[f16 bits of g]), 8 lanes at a time with F16C and a gather: the same bits.

@@ -24,6 +24,21 @@ inline __m256 swiglu8(__m256 g, __m256 x) {
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), x);
 }
 
+// x[i] = f(g[i], x[i]) 8 lanes at a time. The tail goes through the same lanes (zero
+// padded), so an element's result never depends on where a caller's range starts or ends.
+template <class F>
+void map8(const float* g, float* x, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, f(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
+  if (i == n) return;
+  alignas(32) float gt[8] = {}, xt[8] = {};  // [8] f32 tail, zero padded
+  const size_t m = size_t(n - i);
+  std::memcpy(gt, g + i, m * sizeof(float));
+  std::memcpy(xt, x + i, m * sizeof(float));
+  _mm256_store_ps(xt, f(_mm256_load_ps(gt), _mm256_load_ps(xt)));
+  std::memcpy(x + i, xt, m * sizeof(float));
+}
+
 // ops::gelu_ggml for 8 lanes.
 inline __m256 gelu_table8(const float* table, __m256 g) {
   const __m128i h = _mm256_cvtps_ph(g, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -36,16 +51,7 @@ inline __m256 gelu_table8(const float* table, __m256 g) {
 }  // namespace
 
 void gelu_table_gate_avx2(const float* table, const float* g, float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(x + i, _mm256_mul_ps(gelu_table8(table, _mm256_loadu_ps(g + i)), _mm256_loadu_ps(x + i)));
-  if (i < n) {  // the tail through the same lanes
-    alignas(32) float gt[8] = {}, xt[8] = {};
-    std::memcpy(gt, g + i, size_t(n - i) * sizeof(float));
-    std::memcpy(xt, x + i, size_t(n - i) * sizeof(float));
-    _mm256_store_ps(xt, _mm256_mul_ps(gelu_table8(table, _mm256_load_ps(gt)), _mm256_load_ps(xt)));
-    std::memcpy(x + i, xt, size_t(n - i) * sizeof(float));
-  }
+  map8(g, x, n, [table](__m256 gv, __m256 xv) { return _mm256_mul_ps(gelu_table8(table, gv), xv); });
 }
 
 double sum_squares_avx2(const float* x, int64_t n) {
@@ -64,18 +70,10 @@ double sum_squares_avx2(const float* x, int64_t n) {
   return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
-void swiglu_avx2(const float* g, float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
-  if (i == n) return;
-  // The tail through the same lanes, so an element's result never depends on where a
-  // caller's range starts or ends.
-  alignas(32) float gt[8] = {}, xt[8] = {};  // [8] f32 tail, zero padded
-  const size_t m = size_t(n - i);
-  std::memcpy(gt, g + i, m * sizeof(float));
-  std::memcpy(xt, x + i, m * sizeof(float));
-  _mm256_store_ps(xt, swiglu8(_mm256_load_ps(gt), _mm256_load_ps(xt)));
-  std::memcpy(x + i, xt, m * sizeof(float));
+void swiglu_avx2(const float* g, float* x, int64_t n) { map8(g, x, n, swiglu8); }
+
+void silu_avx2(float* x, int64_t n) {
+  map8(x, x, n, [](__m256 g, __m256) { return swiglu8(g, _mm256_set1_ps(1.0f)); });  // * 1 is exact
 }
 
 }  // namespace ws::detail
