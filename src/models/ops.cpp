@@ -15,7 +15,7 @@ double sum_squares(const float* x, int64_t n) {
   if (detected_isa() == Isa::avx2) return detail::sum_squares_avx2(x, n);
   double part[8] = {};  // part[k]: sum over i % 8 == k, in order
   for (int64_t i = 0; i < n; ++i) part[i % 8] += double(x[i]) * x[i];
-  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  return detail::join_parts8(part);
 }
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps) {

@@ -18,5 +18,9 @@ void gelu_table_gate_avx2(const float* table /* [65536] */, const float* g, floa
 
 // ops::sum_squares with two 4-lane double accumulators: the same partial sums, same bits.
 double sum_squares_avx2(const float* x, int64_t n);
+// The fixed tree that joins sum_squares' eight partial sums (part[k]: i % 8 == k).
+inline double join_parts8(const double* part) {
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
 
 }  // namespace ws::detail

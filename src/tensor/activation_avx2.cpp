@@ -67,7 +67,7 @@ double sum_squares_avx2(const float* x, int64_t n) {
   _mm256_store_pd(part, lo);
   _mm256_store_pd(part + 4, hi);
   for (; i < n; ++i) part[i % 8] += double(x[i]) * x[i];
-  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  return join_parts8(part);
 }
 
 void swiglu_avx2(const float* g, float* x, int64_t n) { map8(g, x, n, swiglu8); }
