@@ -1,9 +1,12 @@
 // Prefill and decode speed, peak RSS, and the time and size of one snapshot/restore.
 // Never run in CI. Usage:
-//   build/bench/state_bench MODEL.gguf [--prompt 512,2048] [--gen 32] [--threads N]
+//   build/bench/state_bench MODEL.gguf [--prompt 512,2048] [--gen 32] [--threads N] [--keep K]
+// --keep K: also takes K snapshots held alive at once, as a filling prefix cache does, and
+// prints their mean, fastest and slowest time (fresh memory each, unlike the single one).
 // Prompts are fixed pseudo-random ordinary token ids (ids below 8000 or n_vocab).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,11 +49,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<int> prompts = {512, 2048};
-  int n_gen = 32, threads = 2;
+  int n_gen = 32, threads = 2, keep = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--prompt")) prompts = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--gen")) n_gen = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--keep")) keep = std::atoi(argv[i + 1]);
   }
   try {
     const auto file = gguf::File::open(argv[1]);
@@ -93,6 +97,18 @@ int main(int argc, char** argv) {
           n_prompt, n_prompt / pp_s, n_gen, n_gen / tg_s, snap_ms, restore_ms, snap.copied_bytes() / 1048576.0,
           snap.page_bytes() / 1048576.0, state.bytes() / 1048576.0, peak_rss_mb());
       std::fflush(stdout);
+      if (keep > 0) {
+        std::vector<Snapshot> held;  // [keep] snapshots alive at once
+        double sum = 0, lo = 1e30, hi = 0;
+        for (int k = 0; k < keep; ++k) {
+          t0 = clock_type::now();
+          held.push_back(state.snapshot());
+          const double ms = since(t0) * 1e3;
+          sum += ms, lo = std::min(lo, ms), hi = std::max(hi, ms);
+        }
+        std::printf("  %d snapshots held: mean %.2f ms, fastest %.2f, slowest %.2f | peak RSS %.0f MiB\n", keep,
+                    sum / keep, lo, hi, peak_rss_mb());
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -5,6 +5,7 @@
 // logits against a cold run with the same micro-batch boundaries, and the budget.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -60,12 +61,17 @@ class ReplayScenarios : public ::testing::TestWithParam<std::string> {
     tok_ = Tokenizer::from_gguf(*file_);
   }
   // Runs the lines with a cache of `budget` bytes; every turn verified against cold.
-  std::vector<ReplayTurn> play(const std::vector<json>& lines, size_t budget = size_t(256) << 20) {
+  // spacing > 0: checkpoints of a model with recurrent layers at least that many tokens
+  // apart (as a bench-size state's MiBs give), instead of at every boundary.
+  std::vector<ReplayTurn> play(const std::vector<json>& lines, size_t budget = size_t(256) << 20,
+                               int32_t spacing = 0) {
     cache_ = std::make_unique<PrefixCache>(budget);
     EngineOptions eo;
     eo.memory.n_ctx = 2048;
     eo.n_ubatch = 64;
     eo.checkpoints.every_n = 128;
+    eo.checkpoints.copy_bytes_per_token =
+        spacing > 0 ? std::max<size_t>(1, reuse_traits(*model_, eo.memory).fixed_snapshot_bytes / size_t(spacing)) : 0;
     Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
     Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, /*verify=*/true);
     std::vector<ReplayTurn> out;
@@ -87,19 +93,10 @@ class ReplayScenarios : public ::testing::TestWithParam<std::string> {
   ThreadPool pool_{2};
 };
 
-TEST_P(ReplayScenarios, AppendEditRegenerateStrip) {
-  const json sys = msg("system", kSystem);
-  const json u1 = msg("user", "Do you sell M4 stainless steel bolts, and how much is a box of fifty?");
-  const json u2 = msg("user", "And the matching nuts? I need about two hundred of them for a fence.");
-  const json u2_edited = msg("user", "Actually, what about washers? I need about two hundred of them.");
-  const auto t = play({
-      line({sys, u1}),                                                   // 1
-      line({sys, u1, from_turn(1), u2}),                                 // 2 append
-      line({sys, u1, from_turn(1), u2_edited}),                          // 3 edit the last user message
-      line({sys, u1, from_turn(1), u2_edited}),                          // 4 regenerate
-      line({sys, u1, msg("assistant", "Yes."), u2}),                     // 5 strip: history differs from turn 1's reply
-      line({sys, u1, from_turn(1), u2, from_turn(2), msg("user", "Thanks, that is all.")}),  // 6 back on the first branch
-  });
+// With spacing, the restore points of edit and regenerate still hold: of two close
+// boundaries the later is kept (the end of a reply before the next user message, the
+// frontier rather than the user message's end three tokens before it).
+void check_append_edit_regenerate_strip(const std::vector<ReplayTurn>& t) {
   EXPECT_EQ(t[0].reused_tokens, 0);
   EXPECT_GE(t[1].reused_tokens, t[0].prompt_tokens - 1) << "append must reuse turn 1's prompt";
   EXPECT_GE(t[2].reused_tokens, t[0].prompt_tokens - 1) << "edit must restore the checkpoint before the edit";
@@ -108,6 +105,37 @@ TEST_P(ReplayScenarios, AppendEditRegenerateStrip) {
   EXPECT_GE(t[4].reused_tokens, t[0].prompt_tokens - 1) << "strip must hit the checkpoint before the reply";
   EXPECT_GE(t[5].reused_tokens, t[1].prompt_tokens - 1) << "the first branch is still cached";
   for (size_t i = 1; i < t.size(); ++i) EXPECT_GT(t[i].reused_tokens, 0);
+}
+
+std::vector<json> append_edit_regenerate_strip_lines() {
+  const json sys = msg("system", kSystem);
+  const json u1 = msg("user", "Do you sell M4 stainless steel bolts, and how much is a box of fifty?");
+  const json u2 = msg("user", "And the matching nuts? I need about two hundred of them for a fence.");
+  const json u2_edited = msg("user", "Actually, what about washers? I need about two hundred of them.");
+  return {
+      line({sys, u1}),                                                   // 1
+      line({sys, u1, from_turn(1), u2}),                                 // 2 append
+      line({sys, u1, from_turn(1), u2_edited}),                          // 3 edit the last user message
+      line({sys, u1, from_turn(1), u2_edited}),                          // 4 regenerate
+      line({sys, u1, msg("assistant", "Yes."), u2}),                     // 5 strip: history differs from turn 1's reply
+      line({sys, u1, from_turn(1), u2, from_turn(2), msg("user", "Thanks, that is all.")}),  // 6 back on the first branch
+  };
+}
+
+TEST_P(ReplayScenarios, AppendEditRegenerateStrip) {
+  check_append_edit_regenerate_strip(play(append_edit_regenerate_strip_lines()));
+}
+
+TEST_P(ReplayScenarios, SpacedCheckpointsKeepTheRestorePoints) {
+  const auto lines = append_edit_regenerate_strip_lines();
+  play(lines);
+  const uint64_t dense = cache_->stats().checkpoints_stored;
+  check_append_edit_regenerate_strip(play(lines, size_t(256) << 20, /*spacing=*/12));
+  const uint64_t spaced = cache_->stats().checkpoints_stored;
+  if (reuse_traits(*model_, MemoryOptions{}).fixed_snapshot_bytes > 0)
+    EXPECT_LT(spaced, dense) << "spacing must drop the boundaries a few tokens before others";
+  else
+    EXPECT_EQ(spaced, dense) << "full-KV snapshots copy no fixed state: every boundary stays";
 }
 
 TEST_P(ReplayScenarios, InterleavedConversationsShareTheSystemPrompt) {
@@ -190,6 +218,31 @@ std::string name_of(const ::testing::TestParamInfo<std::string>& info) {
   for (auto& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return s;
+}
+
+TEST(CheckpointPolicy, SpacingKeepsTheLaterOfCloseBoundaries) {
+  CheckpointPolicy p;
+  p.every_n = 0;
+  const std::vector<int32_t> messages = {10, 12, 50, 90, 93}, media = {20};
+  using Plan = std::vector<std::pair<int32_t, Boundary>>;
+  const auto positions = [](const Plan& plan) {
+    std::vector<int32_t> v;
+    for (const auto& [pos, kind] : plan) v.push_back(pos);
+    return v;
+  };
+  EXPECT_EQ(positions(p.plan(0, 95, messages, media)), (std::vector<int32_t>{10, 12, 20, 50, 90, 93, 95}));
+  // 93 is 2 before the frontier, 10 is 2 before 12; 20 is media (kept however close).
+  const Plan spaced = p.plan(0, 95, messages, media, 5);
+  EXPECT_EQ(positions(spaced), (std::vector<int32_t>{12, 20, 50, 90, 95}));
+  EXPECT_EQ(spaced.back().second, Boundary::frontier);
+  EXPECT_EQ(positions(p.plan(11, 95, messages, media, 50)), (std::vector<int32_t>{20, 95}));
+  // The gap comes from the bytes every snapshot copies.
+  ReuseTraits recurrent;
+  recurrent.fixed_snapshot_bytes = size_t(48) << 20;
+  EXPECT_EQ(p.min_gap(recurrent), 48);
+  EXPECT_EQ(p.min_gap(ReuseTraits{}), 0);
+  p.copy_bytes_per_token = 0;
+  EXPECT_EQ(p.min_gap(recurrent), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReplayScenarios, ::testing::ValuesIn(one_model_per_arch()), name_of);

@@ -290,8 +290,15 @@ TEST_F(ServerTest, FiveTurnConversationReusesTheCache) {
     const int prompt = j["usage"]["prompt_tokens"];
     EXPECT_EQ(j["timings"]["cache_n"], cached);
     EXPECT_EQ(j["timings"]["prompt_n"], prompt - cached);
-    if (turn > 1) {
+    // Restoring and checkpointing are parts of prompt_ms; every turn snapshots its frontier.
+    const double restore_ms = j["timings"]["restore_ms"], checkpoint_ms = j["timings"]["checkpoint_ms"];
+    EXPECT_GT(checkpoint_ms, 0.0) << "turn " << turn;
+    EXPECT_LE(restore_ms + checkpoint_ms, j["timings"]["prompt_ms"].get<double>()) << "turn " << turn;
+    if (turn == 1) {
+      EXPECT_EQ(restore_ms, 0.0) << "nothing to restore on the first turn";
+    } else {
       EXPECT_GT(cached, 0) << "turn " << turn;
+      EXPECT_GT(restore_ms, 0.0) << "turn " << turn;
     }
     msgs.push_back({{"role", "assistant"}, {"content", j["choices"][0]["message"]["content"]}});
   }

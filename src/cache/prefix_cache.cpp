@@ -1,6 +1,7 @@
 #include "cache/prefix_cache.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 
@@ -17,9 +18,15 @@ const char* boundary_name(Boundary b) {
   return "?";
 }
 
+int32_t CheckpointPolicy::min_gap(const ReuseTraits& traits) const {
+  if (copy_bytes_per_token == 0) return 0;
+  return int32_t(std::min<size_t>(traits.fixed_snapshot_bytes / copy_bytes_per_token, size_t(INT32_MAX)));
+}
+
 std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, int32_t to,
                                                                  std::span<const int32_t> message_ends,
-                                                                 std::span<const int32_t> media_ends) const {
+                                                                 std::span<const int32_t> media_ends,
+                                                                 int32_t min_gap) const {
   std::vector<std::pair<int32_t, Boundary>> out;
   auto add = [&](int32_t p, Boundary b) {
     if (p > from && p <= to) out.emplace_back(p, b);
@@ -33,7 +40,17 @@ std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, i
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   out.erase(std::unique(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
             out.end());
-  return out;
+  if (min_gap <= 0) return out;
+  std::vector<std::pair<int32_t, Boundary>> spaced;  // built from the frontier backwards
+  int64_t next = INT64_MAX;
+  for (auto it = out.rbegin(); it != out.rend(); ++it) {
+    if (next - it->first >= min_gap || it->second == Boundary::media) {
+      spaced.push_back(*it);
+      next = it->first;
+    }
+  }
+  std::reverse(spaced.begin(), spaced.end());
+  return spaced;
 }
 
 PrefixCache::Node& PrefixCache::root_for(uint64_t model_id) {
@@ -262,11 +279,12 @@ void PrefixCache::evict_to_budget() {
   }
 }
 
-void PrefixCache::record_turn(int32_t reused, int32_t computed, double restore_ms) {
+void PrefixCache::record_turn(int32_t reused, int32_t computed, double restore_ms, double checkpoint_ms) {
   std::lock_guard lock(mu_);
   stats_.reused_tokens += uint64_t(std::max(0, reused));
   stats_.computed_tokens += uint64_t(std::max(0, computed));
   stats_.restore_ms_total += restore_ms;
+  stats_.checkpoint_ms_total += checkpoint_ms;
 }
 
 CacheStats PrefixCache::stats() const {

@@ -22,7 +22,8 @@ const char* boundary_name(Boundary b);
 
 // Which layer kinds a model has: decides how a cached state may be reused.
 struct ReuseTraits {
-  bool can_truncate = true;  // every layer is full KV: a deeper checkpoint can be cut back
+  bool can_truncate = true;        // every layer is full KV: a deeper checkpoint can be cut back
+  size_t fixed_snapshot_bytes = 0;  // copied by every snapshot whatever its position (recurrent layers)
 };
 
 // The result of looking a prompt up.
@@ -40,16 +41,26 @@ struct CacheStats {
   uint64_t checkpoints_stored = 0, evictions = 0, corrupt_rejected = 0;
   size_t bytes_in_use = 0, budget_bytes = 0;
   size_t n_checkpoints = 0;
-  double restore_ms_total = 0;
+  double restore_ms_total = 0, checkpoint_ms_total = 0;
 };
 
 // Where checkpoints go during one turn's prompt ingest.
 struct CheckpointPolicy {
   int32_t every_n = 512;  // also every N tokens (0 = off)
+  // Spacing for models whose every snapshot copies fixed-size state (recurrent layers): a
+  // checkpoint must lie at least fixed_snapshot_bytes / copy_bytes_per_token tokens from
+  // the next one. Copying fresh memory costs 1-5 ms per MiB (bench/state_bench --keep),
+  // about one token of single-core prefill at the sizes where states reach MiBs, and each
+  // copy displaces its size from the cache budget; a request that diverges between two
+  // close boundaries recomputes only those few tokens. 0 = every boundary.
+  size_t copy_bytes_per_token = size_t(1) << 20;
+  int32_t min_gap(const ReuseTraits& traits) const;
   // Sorted, distinct positions in (from, to] at which to snapshot: message/media
-  // boundaries, multiples of every_n, and the frontier `to`.
+  // boundaries, multiples of every_n, and the frontier `to`. Of two closer than min_gap
+  // the later is kept (the frontier serves a regeneration, the end of a reply an edit of
+  // the next message); media boundaries are always kept (they save an image encode).
   std::vector<std::pair<int32_t, Boundary>> plan(int32_t from, int32_t to, std::span<const int32_t> message_ends,
-                                                 std::span<const int32_t> media_ends) const;
+                                                 std::span<const int32_t> media_ends, int32_t min_gap = 0) const;
 };
 
 class PrefixCache {
@@ -68,7 +79,7 @@ class PrefixCache {
   void put(uint64_t model_id, std::span<const Token> prefix, Snapshot snapshot, Boundary kind);
   // Drops a checkpoint that failed to restore (corrupted): the turn then runs cold.
   void reject(const Hit& hit);
-  void record_turn(int32_t reused, int32_t computed, double restore_ms);
+  void record_turn(int32_t reused, int32_t computed, double restore_ms, double checkpoint_ms);
 
   CacheStats stats() const;
   // Test hook: the stored snapshot at exactly `prefix` (null if none), to corrupt it.

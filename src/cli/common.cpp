@@ -48,6 +48,22 @@ void add_kv_type_option(CLI::App* app, CliKvType& kv) {
       ->check(CLI::IsMember({"f16", "f32"}));
 }
 
+CheckpointPolicy CliCheckpoints::policy() const {
+  CheckpointPolicy p;
+  p.every_n = every;
+  p.copy_bytes_per_token = size_t(mib_per_token * 1024 * 1024);
+  return p;
+}
+
+void add_checkpoint_options(CLI::App* app, CliCheckpoints& c) {
+  app->add_option("--checkpoint-every", c.every, "also checkpoint every N prompt tokens (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--checkpoint-mib-per-token", c.mib_per_token,
+                  "recurrent models: checkpoints at least one token apart per N MiB a snapshot copies (0 = at "
+                  "every boundary)")
+      ->check(CLI::NonNegativeNumber);
+}
+
 double default_cache_budget_mb() {
   const double total_mb = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / 1048576.0;
   return std::min(8192.0, total_mb / 4);

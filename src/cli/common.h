@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cache/prefix_cache.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -37,6 +38,14 @@ struct CliKvType {
   KvType type() const { return name == "f32" ? KvType::f32 : KvType::f16; }
 };
 void add_kv_type_option(CLI::App* app, CliKvType& kv);
+
+// --checkpoint-every and --checkpoint-mib-per-token (serve, replay): CheckpointPolicy's knobs.
+struct CliCheckpoints {
+  int every = 512;
+  double mib_per_token = 1;
+  CheckpointPolicy policy() const;
+};
+void add_checkpoint_options(CLI::App* app, CliCheckpoints& c);
 
 // Parses decimal ids separated by commas and/or whitespace; throws on anything else.
 std::vector<Token> parse_token_list(const std::string& text, const std::string& source);

@@ -17,7 +17,7 @@ struct ReplayOptions {
   int ctx = 4096;
   CliKvType kv;
   int ubatch = 512;
-  int checkpoint_every = 512;
+  CliCheckpoints checkpoints;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
 };
 
@@ -31,7 +31,7 @@ int run_replay(const ReplayOptions& o) {
   eo.memory.n_ctx = o.ctx;
   eo.memory.kv_type = o.kv.type();
   eo.n_ubatch = o.ubatch;
-  eo.checkpoints.every_n = o.checkpoint_every;
+  eo.checkpoints = o.checkpoints.policy();
   ThreadPool pool(o.threads);
   Engine engine(*m.model, *m.tokenizer, &cache, eo, pool);
   Replay replay(engine, *m.tokenizer, [](const nlohmann::json& msgs) { return render_chatml(msgs, true); }, o.verify,
@@ -87,7 +87,7 @@ Command add_replay(CLI::App& root) {
   app->add_flag("--ideal", o->ideal, "also time computing only each turn's new tokens (benchmarks: ttft_ratio)");
   app->add_flag("--json", o->json, "print one JSON object per turn and nothing else on stdout");
   app->add_option("--cache-budget-mb", o->budget_mb, "cache budget in MiB (0 disables the cache)");
-  app->add_option("--checkpoint-every", o->checkpoint_every, "also checkpoint every N prompt tokens (0 = off)");
+  add_checkpoint_options(app, o->checkpoints);
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
   add_kv_type_option(app, o->kv);

@@ -27,7 +27,7 @@ struct ServeOptions {
   int ctx = 4096;
   CliKvType kv;
   int threads = default_threads();
-  int checkpoint_every = 512;
+  CliCheckpoints checkpoints;
   int queue = 16;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
 };
@@ -74,7 +74,7 @@ int run_serve(const ServeOptions& o) {
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
   eo.memory.kv_type = o.kv.type();
-  eo.checkpoints.every_n = o.checkpoint_every;
+  eo.checkpoints = o.checkpoints.policy();
   const int threads_per_slot = std::max(1, o.threads / o.parallel);
   server::SlotPool slots(*m.model, *m.tokenizer, &cache, eo, o.parallel, threads_per_slot, o.queue);
 
@@ -130,8 +130,7 @@ Command add_serve(CLI::App& root) {
   app->add_option("-t,--threads", o->threads, "threads in all (split between the slots)")->check(CLI::PositiveNumber);
   app->add_option("--cache-budget-mb", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--checkpoint-every", o->checkpoint_every, "also checkpoint every N prompt tokens (0 = off)")
-      ->check(CLI::NonNegativeNumber);
+  add_checkpoint_options(app, o->checkpoints);
   app->add_option("--queue", o->queue, "requests that may wait for a slot; more get 503")->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", o->chat_template, "Jinja chat template file (default: the model's own)");
   app->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (all routes but /health)");

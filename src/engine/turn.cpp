@@ -43,7 +43,11 @@ ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem) {
   probe.n_ctx = 1;
   const SeqState s = model.make_state(probe);
   ReuseTraits t;
-  for (size_t i = 0; i < s.n_layers(); ++i) t.can_truncate = t.can_truncate && s.layer(i).kind() == LayerKind::full_kv;
+  for (size_t i = 0; i < s.n_layers(); ++i) {
+    const LayerState& l = s.layer(i);
+    t.can_truncate = t.can_truncate && l.kind() == LayerKind::full_kv;
+    if (l.kind() == LayerKind::recurrent) t.fixed_snapshot_bytes += l.bytes();
+  }
   return t;
 }
 
@@ -93,7 +97,7 @@ void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::
   const int32_t n = int32_t(req.prompt.size());
   // Checkpoints up to the frontier n-1: a regenerated turn (same prompt) reuses all but
   // the last token, whose logits it needs anyway.
-  auto plan = opt_.checkpoints.plan(from, n - 1, req.message_ends, req.media_ends);
+  auto plan = opt_.checkpoints.plan(from, n - 1, req.message_ends, req.media_ends, opt_.checkpoints.min_gap(traits_));
   // A checkpoint inside a bidirectional chunk would split it (its rows see each other).
   std::erase_if(plan, [&](const auto& cp) {
     const MediaChunk* c = chunk_at(req, cp.first);
@@ -117,7 +121,11 @@ void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::
     if (req.record_logits) res.logits.insert(res.logits.end(), chunk_logits.begin(), chunk_logits.end());
     res.chunk_ends.push_back(end);
     while (next_cp < plan.size() && plan[next_cp].first < end) ++next_cp;
-    if (next_cp < plan.size() && plan[next_cp].first == end) put(req.prompt, size_t(end), state, plan[next_cp++].second);
+    if (next_cp < plan.size() && plan[next_cp].first == end) {
+      const auto t0 = clock_type::now();
+      put(req.prompt, size_t(end), state, plan[next_cp++].second);
+      res.checkpoint_ms += ms_since(t0);
+    }
     pos = end;
   }
   last_logits.assign(chunk_logits.end() - long(n_vocab), chunk_logits.end());
@@ -127,7 +135,7 @@ void Engine::align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& re
   if (!hit.snapshot) return;
   for (const auto& c : req.media) {
     if (!c.non_causal || hit.reuse <= c.pos0 || hit.reuse >= c.pos0 + c.n_rows) continue;
-    if (reuse_traits(model_, opt_.memory).can_truncate) {
+    if (traits_.can_truncate) {
       hit.reuse = c.pos0;  // restore_hit cuts the state back to the chunk's start
     } else {
       cache_->release(hit);
@@ -149,7 +157,7 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
     throw std::invalid_argument("the prompt has " + std::to_string(n) + " tokens; the context holds " +
                                 std::to_string(opt_.memory.n_ctx));
   Hit hit;
-  if (cache_ && cache_->enabled()) hit = cache_->acquire(model_.config().model_id, req.prompt, reuse_traits(model_, opt_.memory));
+  if (cache_ && cache_->enabled()) hit = cache_->acquire(model_.config().model_id, req.prompt, traits_);
   res.common_prefix = hit.common_prefix;
   res.miss_reason = hit.miss_reason;
   align_hit_to_media(req, hit, res);
@@ -190,7 +198,7 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
   if (res.ttft_ms == 0) res.ttft_ms = ms_since(t0);
   if (int32_t(seq.size()) > n) put(seq, seq.size(), state, Boundary::reply);
   res.computed = int32_t(seq.size()) - res.reused;
-  if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms);
+  if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms, res.checkpoint_ms);
   res.total_ms = ms_since(t0);
   return res;
 }

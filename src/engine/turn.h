@@ -46,10 +46,15 @@ struct TurnResult {
   int32_t prompt_tokens = 0, reused = 0, computed = 0, common_prefix = 0;
   std::string miss_reason;
   double ttft_ms = 0, restore_ms = 0, total_ms = 0;
+  double checkpoint_ms = 0;           // snapshots of the prompt's checkpoints (part of ttft_ms)
   std::vector<int32_t> chunk_ends;    // micro-batch boundaries used for the prompt tail
   std::vector<float> logits;          // record_logits: [(prompt - reused) + generated][n_vocab]
   std::string stop_reason;            // "eog", "length", "client", "context"
 };
+
+// Reuse traits of a model's layer kinds (full KV only -> deeper checkpoints can be cut;
+// recurrent layers -> bytes every snapshot copies, which space the checkpoints).
+ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem);
 
 // Returns false to stop generating (e.g. the client went away).
 using TokenSink = std::function<bool(Token)>;
@@ -57,7 +62,8 @@ using TokenSink = std::function<bool(Token)>;
 class Engine {
  public:
   Engine(const Model& model, const Tokenizer& tokenizer, PrefixCache* cache, EngineOptions options, ThreadPool& pool)
-      : model_(model), tok_(tokenizer), cache_(cache), opt_(std::move(options)), pool_(pool) {}
+      : model_(model), tok_(tokenizer), cache_(cache), opt_(std::move(options)), pool_(pool),
+        traits_(reuse_traits(model, opt_.memory)) {}
   TurnResult run_turn(const TurnRequest& req, const TokenSink& sink = {});
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return opt_; }
@@ -79,9 +85,7 @@ class Engine {
   PrefixCache* cache_;
   EngineOptions opt_;
   ThreadPool& pool_;
+  const ReuseTraits traits_;  // fixed by the model's layer kinds: probed once, not per turn
 };
-
-// Reuse traits of a model's layer kinds (full KV only -> deeper checkpoints can be cut).
-ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem);
 
 }  // namespace ws

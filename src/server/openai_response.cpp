@@ -62,7 +62,9 @@ json timings_json(const TurnResult& t) {
           {"predicted_n", predicted},
           {"predicted_ms", predicted_ms},
           {"predicted_per_second", predicted_ms > 0 ? predicted * 1000.0 / predicted_ms : 0.0},
-          {"cache_n", t.reused}};
+          {"cache_n", t.reused},
+          {"restore_ms", t.restore_ms},          // warmstart's own: parts of prompt_ms
+          {"checkpoint_ms", t.checkpoint_ms}};
 }
 
 json completion_json(const ResponseMeta& m, const Completion& c) {
