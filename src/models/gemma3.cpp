@@ -110,7 +110,7 @@ class Gemma3Model final : public Model {
     matmul(l.ffn.gate, xn.data(), n, g.data(), pool);
     matmul(l.ffn.up, xn.data(), n, u.data(), pool);
     // u = gelu(g) * u, GELU through ggml-cpu's fp16 table (see ops::gelu_ggml).
-    pool.parallel_for(n, std::max<int64_t>(1, 16384 / ff),
+    pool.parallel_for(n, ThreadPool::rows_grain(ff),
                       [&](int64_t t0, int64_t t1) { ops::gelu_gate(g.data() + t0 * ff, u.data() + t0 * ff, (t1 - t0) * ff); });
     matmul(l.ffn.down, u.data(), n, o.data(), pool);
     ops::rms_norm(o.data(), l.post_ffw_norm, o.data(), n, d, cfg_.rms_eps);

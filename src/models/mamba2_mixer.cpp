@@ -95,7 +95,7 @@ void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& s
   state.advance(int32_t(n));
   // Gate with SiLU(z), then RMSNorm each group of d_inner/G channels with its own weights.
   const int64_t gs = di / d.n_groups;
-  pool.parallel_for(n, std::max<int64_t>(1, 16384 / di), [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(n, ThreadPool::rows_grain(di), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* yt = y.data() + t * di;
       ops::swiglu(zxbcdt.data() + t * rows, yt, di);

@@ -44,7 +44,7 @@ void swiglu(const float* g, float* x, int64_t n) {
 
 void silu_rows(float* x, int64_t n, int64_t d, ThreadPool& pool) {
   const bool simd = detected_isa() == Isa::avx2;
-  pool.parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d)), [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(n, ThreadPool::rows_grain(d), [&](int64_t t0, int64_t t1) {
     float* v = x + t0 * d;
     const int64_t m = (t1 - t0) * d;
     if (simd) return detail::silu_avx2(v, m);
@@ -319,7 +319,7 @@ void swiglu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, Thre
   std::vector<float> g(size_t(n * ff)), u(size_t(n * ff));  // [n][n_ff] gate and up projections
   matmul(w.gate, xn, n, g.data(), pool);
   matmul(w.up, xn, n, u.data(), pool);
-  pool.parallel_for(n, std::max<int64_t>(1, 16384 / ff), [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(n, ThreadPool::rows_grain(ff), [&](int64_t t0, int64_t t1) {
     swiglu(g.data() + t0 * ff, u.data() + t0 * ff, (t1 - t0) * ff);
   });
   matmul(w.down, u.data(), n, out, pool);

@@ -271,7 +271,7 @@ void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a,
     out.scales.resize(size_t(a.n_tokens * nb));
     if (with_corr) out.corr.resize(size_t(a.n_tokens * nb));
   }
-  const int64_t grain = std::max<int64_t>(1, 16384 / w.cols);
+  const int64_t grain = ThreadPool::rows_grain(w.cols);
   pool.parallel_for(a.n_tokens, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* dst = out.rows.data() + size_t(t) * a.x_stride;

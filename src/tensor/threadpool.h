@@ -1,6 +1,7 @@
 // A persistent pool of worker threads with a cheap fork/join. The caller's thread takes
 // part as worker 0.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,11 @@ class ThreadPool {
   // (a busy machine) or arrives late simply takes fewer chunks, and the caller never
   // waits for a worker that has not started. fn must not depend on which thread runs it.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // The grain for rows of row_elems elements of cheap element-wise work: ~16K elements a
+  // chunk, enough to outweigh the chunk hand-off, small enough to spread short batches.
+  static int64_t rows_grain(int64_t row_elems) {
+    return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_elems));
+  }
 
  private:
   void worker(int index);
