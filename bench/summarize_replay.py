@@ -1,14 +1,28 @@
 #!/usr/bin/env python3
-"""One summary line for a `warmstart replay --json` run: sum of TTFT, warm-turn mean TTFT,
-reuse, peak RSS and the warm turns' TTFT / ideal ratio (median and max)."""
+"""One summary line for `warmstart replay --json` runs of one scenario: sum of TTFT,
+reuse, peak RSS, checkpoints and the warm turns' TTFT / ideal ratio. Given several runs
+of the same script (REPS), each turn's TTFT and ideal are the medians over the runs
+before their ratio is taken: a noisy host moves single turns by +-15%.
+
+usage: summarize_replay.py ARCH SCENARIO CACHE RUN.jsonl [RUN.jsonl ...]"""
 import json, statistics, sys
 
-arch, scenario, cache, path = sys.argv[1:5]
-rows = [json.loads(l) for l in open(path) if l.strip()]
-warm = [r for r in rows if r["turn"] > (3 if scenario == "interleave" else 1)]
-ratios = [r["ttft_ratio"] for r in warm if "ttft_ratio" in r]
-print(f"{arch:14s} {scenario:10s} cache {cache:3s}  sum TTFT {sum(r['ttft_ms'] for r in rows) / 1000:7.2f} s"
-      f"  last turn {rows[-1]['ttft_ms']:8.1f} ms  reused {sum(r['reused_tokens'] for r in rows):6d}"
+arch, scenario, cache, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+runs = [[json.loads(l) for l in open(p) if l.strip()] for p in paths]
+med = lambda key, i: statistics.median(run[i][key] for run in runs)
+rows = runs[0]
+n = min(len(r) for r in runs)
+ttft = [med("ttft_ms", i) for i in range(n)]
+warm = [i for i in range(n) if rows[i]["turn"] > (3 if scenario == "interleave" else 1)]
+ratios = [ttft[i] / med("ideal_ms", i) for i in warm if "ideal_ms" in rows[i]]
+ckpt = sum(r.get("checkpoints", 0) for r in rows)
+ckpt_ms = statistics.median(sum(r.get("checkpoint_ms", 0) for r in run) for run in runs)
+print(f"{arch:14s} {scenario:10s} cache {cache:3s}  sum TTFT {sum(ttft) / 1000:7.2f} s"
+      f"  last turn {ttft[-1]:8.1f} ms  reused {sum(r['reused_tokens'] for r in rows):6d}"
       f" / prompt {sum(r['prompt_tokens'] for r in rows):6d}  peak RSS {max(r['rss_mb'] for r in rows):6.0f} MiB"
-      + (f"  warm TTFT/ideal median {statistics.median(ratios):.2f} max {max(ratios):.2f}" if ratios else ""))
-print("   per turn ttft_ms: " + " ".join(f"{r['ttft_ms']:.0f}" for r in rows))
+      f"  checkpoints {ckpt} ({ckpt_ms / 1000:.2f} s)"
+      + (f"  warm TTFT/ideal median {statistics.median(ratios):.2f} max {max(ratios):.2f}" if ratios else "")
+      + (f"  (medians of {len(runs)} runs)" if len(runs) > 1 else ""))
+print("   per turn ttft_ms: " + " ".join(f"{t:.0f}" for t in ttft))
+if ratios:
+    print("   per warm turn ttft/ideal: " + " ".join(f"{x:.2f}" for x in ratios))

@@ -236,6 +236,11 @@ TEST(CheckpointPolicy, SpacingKeepsTheLaterOfCloseBoundaries) {
   EXPECT_EQ(positions(spaced), (std::vector<int32_t>{12, 20, 50, 90, 95}));
   EXPECT_EQ(spaced.back().second, Boundary::frontier);
   EXPECT_EQ(positions(p.plan(11, 95, messages, media, 50)), (std::vector<int32_t>{20, 95}));
+  // 50 is 10 after the restored point 40 (a checkpoint already): not worth a copy. The
+  // frontier stays however close.
+  EXPECT_EQ(positions(p.plan(40, 95, messages, media, 20)), (std::vector<int32_t>{95}));
+  EXPECT_EQ(positions(p.plan(30, 95, messages, media, 20)), (std::vector<int32_t>{50, 95}));
+  EXPECT_EQ(positions(p.plan(92, 95, messages, media, 20)), (std::vector<int32_t>{95}));
   // The gap comes from the bytes every snapshot copies.
   ReuseTraits recurrent;
   recurrent.fixed_snapshot_bytes = size_t(48) << 20;

@@ -44,7 +44,8 @@ std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, i
   std::vector<std::pair<int32_t, Boundary>> spaced;  // built from the frontier backwards
   int64_t next = INT64_MAX;
   for (auto it = out.rbegin(); it != out.rend(); ++it) {
-    if (next - it->first >= min_gap || it->second == Boundary::media) {
+    const bool near_from = it->first - from < min_gap && it->second != Boundary::frontier;
+    if ((next - it->first >= min_gap && !near_from) || it->second == Boundary::media) {
       spaced.push_back(*it);
       next = it->first;
     }

@@ -58,7 +58,10 @@ struct CheckpointPolicy {
   // Sorted, distinct positions in (from, to] at which to snapshot: message/media
   // boundaries, multiples of every_n, and the frontier `to`. Of two closer than min_gap
   // the later is kept (the frontier serves a regeneration, the end of a reply an edit of
-  // the next message); media boundaries are always kept (they save an image encode).
+  // the next message), and none but the frontier lies closer than min_gap after `from`
+  // (the point this turn restored, itself a checkpoint: the end of a short reply is that
+  // close to the frontier before it). Media boundaries are always kept (they save an
+  // image encode).
   std::vector<std::pair<int32_t, Boundary>> plan(int32_t from, int32_t to, std::span<const int32_t> message_ends,
                                                  std::span<const int32_t> media_ends, int32_t min_gap = 0) const;
 };

@@ -13,7 +13,7 @@ RenderedText render_chatml(const nlohmann::json& messages, bool add_generation_p
     std::string content;
     if (m.contains("content") && m["content"].is_string()) content = m["content"].get<std::string>();
     r.text += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
-    if (role == "system" || role == "user") r.message_ends.push_back(r.text.size());
+    r.message_ends.push_back(r.text.size());
   }
   if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
   return r;

@@ -12,7 +12,7 @@ namespace ws {
 
 struct RenderedText {
   std::string text;
-  std::vector<size_t> message_ends;  // byte offsets where the system / user messages end
+  std::vector<size_t> message_ends;  // byte offsets where each message ends
 };
 
 // ChatML (<|im_start|>role\ncontent<|im_end|>\n ...), the fixtures' template; used when a

@@ -55,6 +55,9 @@ nlohmann::json ReplayTurn::to_json() const {
                       {"reused_tokens", reused_tokens},
                       {"computed_tokens", computed_tokens},
                       {"ttft_ms", ttft_ms},
+                      {"restore_ms", restore_ms},
+                      {"checkpoint_ms", checkpoint_ms},
+                      {"checkpoints", checkpoints},
                       {"rss_mb", rss_mb}};
   if (verified) {
     j["max_abs_logit_diff"] = max_abs_logit_diff;
@@ -107,6 +110,9 @@ ReplayTurn Replay::run(const nlohmann::json& line) {
   out.computed_tokens = res.computed;
   out.common_prefix = res.common_prefix;
   out.ttft_ms = res.ttft_ms;
+  out.restore_ms = res.restore_ms;
+  out.checkpoint_ms = res.checkpoint_ms;
+  out.checkpoints = res.checkpoints;
   out.rss_mb = current_rss_mb();
   out.generated = res.generated;
   out.text = tok_.decode(res.generated);

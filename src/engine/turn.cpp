@@ -125,6 +125,7 @@ void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::
       const auto t0 = clock_type::now();
       put(req.prompt, size_t(end), state, plan[next_cp++].second);
       res.checkpoint_ms += ms_since(t0);
+      ++res.checkpoints;
     }
     pos = end;
   }

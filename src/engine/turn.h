@@ -47,6 +47,7 @@ struct TurnResult {
   std::string miss_reason;
   double ttft_ms = 0, restore_ms = 0, total_ms = 0;
   double checkpoint_ms = 0;           // snapshots of the prompt's checkpoints (part of ttft_ms)
+  int32_t checkpoints = 0;            // how many the prompt took
   std::vector<int32_t> chunk_ends;    // micro-batch boundaries used for the prompt tail
   std::vector<float> logits;          // record_logits: [(prompt - reused) + generated][n_vocab]
   std::string stop_reason;            // "eog", "length", "client", "context"
