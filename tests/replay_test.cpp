@@ -250,6 +250,23 @@ TEST(CheckpointPolicy, SpacingKeepsTheLaterOfCloseBoundaries) {
   EXPECT_EQ(p.min_gap(recurrent), 0);
 }
 
+TEST(CheckpointPolicy, PeriodicCheckpointsFillOnlyLongGaps) {
+  CheckpointPolicy p;
+  p.every_n = 100;
+  const std::vector<int32_t> messages = {30, 260};
+  const auto positions = [&](int32_t from) {
+    std::vector<int32_t> v;
+    for (const auto& [pos, kind] : p.plan(from, 520, messages, {})) v.push_back(pos);
+    return v;
+  };
+  // 300 is 40 after the message end at 260 and 500 is 20 before the frontier: dropped.
+  EXPECT_EQ(positions(0), (std::vector<int32_t>{30, 100, 200, 260, 400, 520}));
+  EXPECT_EQ(positions(120), (std::vector<int32_t>{200, 260, 400, 520}));
+  EXPECT_EQ(positions(180), (std::vector<int32_t>{260, 400, 520}));  // 200 is 20 after the restored point
+  p.every_n = 0;
+  EXPECT_EQ(positions(0), (std::vector<int32_t>{30, 260, 520}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReplayScenarios, ::testing::ValuesIn(one_model_per_arch()), name_of);
 
 }  // namespace

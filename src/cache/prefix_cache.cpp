@@ -33,10 +33,21 @@ std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, i
   };
   for (int32_t p : media_ends) add(p, Boundary::media);
   for (int32_t p : message_ends) add(p, Boundary::message);
-  if (every_n > 0)
-    for (int32_t p = (from / every_n + 1) * every_n; p <= to; p += every_n) add(p, Boundary::periodic);
   add(to, Boundary::frontier);
-  // One checkpoint per position; the first kind listed wins (media > message > periodic).
+  if (every_n > 0) {
+    // Periodic checkpoints bound the recompute where boundaries are sparse (a long
+    // message, a raw completion): one closer than every_n / 2 to a boundary or to the
+    // restored point adds a copy and a batch cut for little.
+    std::vector<int32_t> anchors = {from};  // sorted
+    for (const auto& [p, kind] : out) anchors.push_back(p);
+    std::sort(anchors.begin(), anchors.end());
+    for (int32_t p = (from / every_n + 1) * every_n; p <= to; p += every_n) {
+      const auto next = std::lower_bound(anchors.begin(), anchors.end(), p);
+      const int64_t gap = std::min<int64_t>(next == anchors.end() ? INT64_MAX : *next - p, p - *std::prev(next));
+      if (2 * gap >= every_n) add(p, Boundary::periodic);
+    }
+  }
+  // One checkpoint per position; the first kind listed wins (media > message > frontier).
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   out.erase(std::unique(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
             out.end());
@@ -44,7 +55,7 @@ std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, i
   std::vector<std::pair<int32_t, Boundary>> spaced;  // built from the frontier backwards
   int64_t next = INT64_MAX;
   for (auto it = out.rbegin(); it != out.rend(); ++it) {
-    const bool near_from = it->first - from < min_gap && it->second != Boundary::frontier;
+    const bool near_from = it->first - from < min_gap && it->first != to;
     if ((next - it->first >= min_gap && !near_from) || it->second == Boundary::media) {
       spaced.push_back(*it);
       next = it->first;

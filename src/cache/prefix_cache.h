@@ -46,7 +46,7 @@ struct CacheStats {
 
 // Where checkpoints go during one turn's prompt ingest.
 struct CheckpointPolicy {
-  int32_t every_n = 512;  // also every N tokens (0 = off)
+  int32_t every_n = 512;  // also at multiples of N tokens >= N/2 from other boundaries (0 = off)
   // Spacing for models whose every snapshot copies fixed-size state (recurrent layers): a
   // checkpoint must lie at least fixed_snapshot_bytes / copy_bytes_per_token tokens from
   // the next one. Copying fresh memory costs 1-5 ms per MiB (bench/state_bench --keep),
@@ -56,12 +56,12 @@ struct CheckpointPolicy {
   size_t copy_bytes_per_token = size_t(1) << 20;
   int32_t min_gap(const ReuseTraits& traits) const;
   // Sorted, distinct positions in (from, to] at which to snapshot: message/media
-  // boundaries, multiples of every_n, and the frontier `to`. Of two closer than min_gap
-  // the later is kept (the frontier serves a regeneration, the end of a reply an edit of
-  // the next message), and none but the frontier lies closer than min_gap after `from`
-  // (the point this turn restored, itself a checkpoint: the end of a short reply is that
-  // close to the frontier before it). Media boundaries are always kept (they save an
-  // image encode).
+  // boundaries, the frontier `to`, and the multiples of every_n at least every_n / 2 from
+  // those and from `from`. Of two closer than min_gap the later is kept (the frontier
+  // serves a regeneration, the end of a reply an edit of the next message), and none but
+  // the frontier lies closer than min_gap after `from` (the point this turn restored,
+  // itself a checkpoint: the end of a short reply is that close to the frontier before
+  // it). Media boundaries are always kept (they save an image encode).
   std::vector<std::pair<int32_t, Boundary>> plan(int32_t from, int32_t to, std::span<const int32_t> message_ends,
                                                  std::span<const int32_t> media_ends, int32_t min_gap = 0) const;
 };
