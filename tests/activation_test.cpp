@@ -5,11 +5,13 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "models/ops.h"
 #include "tensor/activation.h"
 #include "tensor/kernels.h"
+#include "tensor/threadpool.h"
 
 namespace ws {
 namespace {
@@ -129,6 +131,58 @@ TEST(Activation, SumSquaresOrderAndAccuracy) {
       EXPECT_EQ(detail::sum_squares_avx2(x.data(), n), ordered) << "n " << n;
     }
   }
+}
+
+// The causal conv (AVX2 in blocks of 8 channels, scalar for the rest) against the
+// documented formula computed here: out[t][c] = ((0 + w0*x0) + w1*x1 ...) + bias, oldest tap
+// first, bit for bit; the tail becomes the last K-1 inputs; in place works; and two batches
+// give what one does.
+TEST(Activation, CausalConvMatchesTheFormula) {
+  std::mt19937 rng(14);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool(2);
+  for (int64_t K : {1, 2, 3, 4, 5, 6})
+    for (int64_t ch : {3, 8, 21, 64})
+      for (int64_t n : {1, 2, 3, 17})
+        for (int variant = 0; variant < 3; ++variant) {  // 0: bias, strided input; 1: no bias; 2: in place
+          const bool with_bias = variant == 0, in_place = variant == 2;
+          const int64_t stride = in_place ? ch : ch + 5;
+          const auto sz = [](int64_t v) { return static_cast<size_t>(v); };
+          std::vector<float> w(sz(ch * K)), bias(sz(ch)), tail(sz((K - 1) * ch)), in(sz(n * stride));
+          for (auto* v : {&w, &bias, &tail, &in})
+            for (auto& x : *v) x = dist(rng);
+          // The formula, from [tail ; in].
+          std::vector<float> want(size_t(n * ch)), want_tail(tail.size());
+          for (int64_t c = 0; c < ch; ++c) {
+            std::vector<float> win;  // [K-1 + n]
+            for (int64_t k = 0; k < K - 1; ++k) win.push_back(tail[size_t(k * ch + c)]);
+            for (int64_t t = 0; t < n; ++t) win.push_back(in[size_t(t * stride + c)]);
+            for (int64_t t = 0; t < n; ++t) {
+              float s = 0.0f;
+              for (int64_t k = 0; k < K; ++k) s += win[size_t(t + k)] * w[size_t(c * K + k)];
+              if (with_bias) s += bias[size_t(c)];
+              want[size_t(t * ch + c)] = s;
+            }
+            for (int64_t k = 0; k < K - 1; ++k) want_tail[size_t(k * ch + c)] = win[size_t(n + k)];
+          }
+          std::vector<float> got_tail = tail, got(size_t(n * ch)), buf = in;
+          float* out = in_place ? buf.data() : got.data();
+          ops::causal_conv(w.data(), with_bias ? bias.data() : nullptr, K, got_tail.data(), buf.data(), stride, n, ch,
+                           out, pool);
+          const std::string at = "K " + std::to_string(K) + " ch " + std::to_string(ch) + " n " + std::to_string(n) +
+                                 " variant " + std::to_string(variant);
+          EXPECT_EQ(std::vector<float>(out, out + n * ch), want) << at;
+          EXPECT_EQ(got_tail, want_tail) << at;
+          if (n < 2 || in_place) continue;
+          // Split after the first token: the same outputs and tail.
+          std::vector<float> split_tail = tail, split(size_t(n * ch));
+          ops::causal_conv(w.data(), with_bias ? bias.data() : nullptr, K, split_tail.data(), in.data(), stride, 1, ch,
+                           split.data(), pool);
+          ops::causal_conv(w.data(), with_bias ? bias.data() : nullptr, K, split_tail.data(), in.data() + stride, stride,
+                           n - 1, ch, split.data() + ch, pool);
+          EXPECT_EQ(split, want) << at << " split";
+          EXPECT_EQ(split_tail, want_tail) << at << " split";
+        }
 }
 
 }  // namespace

@@ -228,7 +228,9 @@ void causal_conv(const float* w, const float* bias, int64_t K, float* tail, cons
                  int64_t n, int64_t ch, float* out, ThreadPool& pool) {
   // Channel by channel: a channel's inputs are gathered before its outputs are written,
   // which is what makes out == in safe.
+  const bool simd = detected_isa() == Isa::avx2;
   pool.parallel_for(ch, 16, [&](int64_t c0, int64_t c1) {
+    if (simd) c0 = detail::causal_conv_avx2(w, bias, K, tail, in, in_stride, n, ch, c0, c1, out);
     std::vector<float> win(size_t(K - 1 + n));  // [K-1 + n] f32: this channel's tail, then its new inputs
     for (int64_t c = c0; c < c1; ++c) {
       for (int64_t k = 0; k < K - 1; ++k) win[size_t(k)] = tail[k * ch + c];

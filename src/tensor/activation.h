@@ -1,4 +1,4 @@
-// SIMD paths of the element-wise activations and row reductions in models/ops (which holds
+// SIMD paths of the element-wise activations, row reductions and causal conv in models/ops (which holds
 // the scalar formulas and dispatches by ISA).
 #pragma once
 #include <cstdint>
@@ -15,6 +15,12 @@ void silu_avx2(float* x, int64_t n);
 // x[i] = gelu(g[i]) * x[i] for i < n, gelu as ops::gelu_ggml (0 for g <= -10, g for g >= 10,
 // else table[f16 bits of g]), 8 lanes at a time with F16C and a gather: the same bits.
 void gelu_table_gate_avx2(const float* table /* [65536] */, const float* g, float* x, int64_t n);
+
+// ops::causal_conv for channels [c0, c) in blocks of 8, the scalar operations lane by lane
+// (a multiply and an add per tap, no FMA, oldest tap first, then the bias): the same bits.
+// Returns c, where it stopped: c1 rounded down to a block, or c0 when K is not 2..5.
+int64_t causal_conv_avx2(const float* w, const float* bias, int64_t K, float* tail, const float* in,
+                         int64_t in_stride, int64_t n, int64_t ch, int64_t c0, int64_t c1, float* out);
 
 // ops::sum_squares with two 4-lane double accumulators: the same partial sums, same bits.
 double sum_squares_avx2(const float* x, int64_t n);

@@ -1,4 +1,4 @@
-// AVX2/FMA element-wise activations (compiled with -mavx2 -mfma -mf16c; called only after
+// AVX2/FMA element-wise activations and the causal conv (compiled with -mavx2 -mfma -mf16c; called only after
 // the run-time CPU check, see ops::swiglu).
 #include <immintrin.h>
 
@@ -68,6 +68,61 @@ double sum_squares_avx2(const float* x, int64_t n) {
   _mm256_store_pd(part + 4, hi);
   for (; i < n; ++i) part[i % 8] += double(x[i]) * x[i];
   return join_parts8(part);
+}
+
+namespace {
+
+// a * b rounded on its own: the empty asm hides the product from the compiler, which would
+// otherwise fuse it with the add that follows into an FMA (-ffp-contract=fast) and round
+// once where the scalar code rounds twice.
+inline __m256 mul_unfused(__m256 a, __m256 b) {
+  __m256 p = _mm256_mul_ps(a, b);
+  asm("" : "+x"(p));
+  return p;
+}
+
+// Channels [c, c + 8) of causal_conv_avx2 with K taps known at compile time, so that the
+// window (the K-1 previous inputs) lives in registers.
+template <int K>
+void conv_block8(const float* w, const float* bias, float* tail, const float* in, int64_t in_stride, int64_t n,
+                 int64_t ch, int64_t c, float* out) {
+  __m256 wk[K];      // [K][8 channels] tap k of each channel
+  __m256 hist[K];    // [K-1][8 channels] the previous inputs, oldest first (slot K-1 unused)
+  alignas(32) float lane[8];
+  for (int k = 0; k < K; ++k) {
+    for (int j = 0; j < 8; ++j) lane[j] = w[(c + j) * K + k];
+    wk[k] = _mm256_load_ps(lane);
+  }
+  for (int k = 0; k + 1 < K; ++k) hist[k] = _mm256_loadu_ps(tail + k * ch + c);
+  const __m256 bv = bias ? _mm256_loadu_ps(bias + c) : _mm256_setzero_ps();
+  for (int64_t t = 0; t < n; ++t) {
+    const __m256 cur = _mm256_loadu_ps(in + t * in_stride + c);  // read before out (may alias) is written
+    __m256 s = _mm256_setzero_ps();
+    for (int k = 0; k + 1 < K; ++k) s = _mm256_add_ps(s, mul_unfused(hist[k], wk[k]));
+    s = _mm256_add_ps(s, mul_unfused(cur, wk[K - 1]));
+    if (bias) s = _mm256_add_ps(s, bv);
+    _mm256_storeu_ps(out + t * ch + c, s);
+    for (int k = 0; k + 2 < K; ++k) hist[k] = hist[k + 1];
+    if (K > 1) hist[K - 2] = cur;
+  }
+  for (int k = 0; k + 1 < K; ++k) _mm256_storeu_ps(tail + k * ch + c, hist[k]);
+}
+
+}  // namespace
+
+int64_t causal_conv_avx2(const float* w, const float* bias, int64_t K, float* tail, const float* in,
+                         int64_t in_stride, int64_t n, int64_t ch, int64_t c0, int64_t c1, float* out) {
+  int64_t c = c0;
+  for (; c + 8 <= c1; c += 8) {
+    switch (K) {
+      case 2: conv_block8<2>(w, bias, tail, in, in_stride, n, ch, c, out); break;
+      case 3: conv_block8<3>(w, bias, tail, in, in_stride, n, ch, c, out); break;
+      case 4: conv_block8<4>(w, bias, tail, in, in_stride, n, ch, c, out); break;
+      case 5: conv_block8<5>(w, bias, tail, in, in_stride, n, ch, c, out); break;
+      default: return c;
+    }
+  }
+  return c;
 }
 
 void swiglu_avx2(const float* g, float* x, int64_t n) { map8(g, x, n, swiglu8); }
