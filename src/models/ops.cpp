@@ -226,8 +226,8 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
 
 void causal_conv(const float* w, const float* bias, int64_t K, float* tail, const float* in, int64_t in_stride,
                  int64_t n, int64_t ch, float* out, ThreadPool& pool) {
-  // Channel by channel: a channel's inputs are gathered before its outputs are written,
-  // which is what makes out == in safe.
+  // Channel by channel (8 at a time on AVX2, the same operations): a channel's inputs are
+  // read before its outputs are written, which is what makes out == in safe.
   const bool simd = detected_isa() == Isa::avx2;
   pool.parallel_for(ch, 16, [&](int64_t c0, int64_t c1) {
     if (simd) c0 = detail::causal_conv_avx2(w, bias, K, tail, in, in_stride, n, ch, c0, c1, out);

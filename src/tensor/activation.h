@@ -1,5 +1,5 @@
-// SIMD paths of the element-wise activations, row reductions and causal conv in models/ops (which holds
-// the scalar formulas and dispatches by ISA).
+// SIMD paths of the element-wise activations, row reductions and causal conv in models/ops
+// (which holds the scalar formulas and dispatches by ISA).
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
-// AVX2/FMA element-wise activations and the causal conv (compiled with -mavx2 -mfma -mf16c; called only after
-// the run-time CPU check, see ops::swiglu).
+// AVX2/FMA element-wise activations and the causal conv (compiled with -mavx2 -mfma
+// -mf16c; called only after the run-time CPU check, see ops::swiglu).
 #include <immintrin.h>
 
 #include <cstring>
