@@ -220,16 +220,17 @@ std::string name_of(const ::testing::TestParamInfo<std::string>& info) {
   return s;
 }
 
+using Plan = std::vector<std::pair<int32_t, Boundary>>;
+std::vector<int32_t> positions(const Plan& plan) {
+  std::vector<int32_t> v;
+  for (const auto& [pos, kind] : plan) v.push_back(pos);
+  return v;
+}
+
 TEST(CheckpointPolicy, SpacingKeepsTheLaterOfCloseBoundaries) {
   CheckpointPolicy p;
   p.every_n = 0;
   const std::vector<int32_t> messages = {10, 12, 50, 90, 93}, media = {20};
-  using Plan = std::vector<std::pair<int32_t, Boundary>>;
-  const auto positions = [](const Plan& plan) {
-    std::vector<int32_t> v;
-    for (const auto& [pos, kind] : plan) v.push_back(pos);
-    return v;
-  };
   EXPECT_EQ(positions(p.plan(0, 95, messages, media)), (std::vector<int32_t>{10, 12, 20, 50, 90, 93, 95}));
   // 93 is 2 before the frontier, 10 is 2 before 12; 20 is media (kept however close).
   const Plan spaced = p.plan(0, 95, messages, media, 5);
@@ -254,17 +255,13 @@ TEST(CheckpointPolicy, PeriodicCheckpointsFillOnlyLongGaps) {
   CheckpointPolicy p;
   p.every_n = 100;
   const std::vector<int32_t> messages = {30, 260};
-  const auto positions = [&](int32_t from) {
-    std::vector<int32_t> v;
-    for (const auto& [pos, kind] : p.plan(from, 520, messages, {})) v.push_back(pos);
-    return v;
-  };
+  const auto from = [&](int32_t f) { return positions(p.plan(f, 520, messages, {})); };
   // 300 is 40 after the message end at 260 and 500 is 20 before the frontier: dropped.
-  EXPECT_EQ(positions(0), (std::vector<int32_t>{30, 100, 200, 260, 400, 520}));
-  EXPECT_EQ(positions(120), (std::vector<int32_t>{200, 260, 400, 520}));
-  EXPECT_EQ(positions(180), (std::vector<int32_t>{260, 400, 520}));  // 200 is 20 after the restored point
+  EXPECT_EQ(from(0), (std::vector<int32_t>{30, 100, 200, 260, 400, 520}));
+  EXPECT_EQ(from(120), (std::vector<int32_t>{200, 260, 400, 520}));
+  EXPECT_EQ(from(180), (std::vector<int32_t>{260, 400, 520}));  // 200 is 20 after the restored point
   p.every_n = 0;
-  EXPECT_EQ(positions(0), (std::vector<int32_t>{30, 260, 520}));
+  EXPECT_EQ(from(0), (std::vector<int32_t>{30, 260, 520}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReplayScenarios, ::testing::ValuesIn(one_model_per_arch()), name_of);

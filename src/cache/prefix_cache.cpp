@@ -1,8 +1,8 @@
 #include "cache/prefix_cache.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 
 namespace ws {

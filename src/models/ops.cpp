@@ -231,6 +231,7 @@ void causal_conv(const float* w, const float* bias, int64_t K, float* tail, cons
   const bool simd = detected_isa() == Isa::avx2;
   pool.parallel_for(ch, 16, [&](int64_t c0, int64_t c1) {
     if (simd) c0 = detail::causal_conv_avx2(w, bias, K, tail, in, in_stride, n, ch, c0, c1, out);
+    if (c0 == c1) return;
     std::vector<float> win(size_t(K - 1 + n));  // [K-1 + n] f32: this channel's tail, then its new inputs
     for (int64_t c = c0; c < c1; ++c) {
       for (int64_t k = 0; k < K - 1; ++k) win[size_t(k)] = tail[k * ch + c];
