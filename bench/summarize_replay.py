@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One summary line for `warmstart replay --json` runs of one scenario: sum of TTFT,
-reuse, peak RSS, checkpoints and the warm turns' TTFT / ideal ratio. Given several runs
+reuse, peak RSS, checkpoints (their snapshot time inside the TTFT and, for the
+frontier, after the first token) and the warm turns' TTFT / ideal ratio. Given several runs
 of the same script (REPS), each turn's TTFT and ideal are the medians over the runs
 before their ratio is taken: a noisy host moves single turns by +-15%.
 
@@ -17,10 +18,11 @@ warm = [i for i in range(n) if rows[i]["turn"] > (3 if scenario == "interleave" 
 ratios = [ttft[i] / med("ideal_ms", i) for i in warm if "ideal_ms" in rows[i]]
 ckpt = sum(r.get("checkpoints", 0) for r in rows)
 ckpt_ms = statistics.median(sum(r.get("checkpoint_ms", 0) for r in run) for run in runs)
+frontier_ms = statistics.median(sum(r.get("frontier_ms", 0) for r in run) for run in runs)
 print(f"{arch:14s} {scenario:10s} cache {cache:3s}  sum TTFT {sum(ttft) / 1000:7.2f} s"
       f"  last turn {ttft[-1]:8.1f} ms  reused {sum(r['reused_tokens'] for r in rows):6d}"
       f" / prompt {sum(r['prompt_tokens'] for r in rows):6d}  peak RSS {max(r['rss_mb'] for r in rows):6.0f} MiB"
-      f"  checkpoints {ckpt} ({ckpt_ms / 1000:.2f} s)"
+      f"  checkpoints {ckpt} ({ckpt_ms / 1000:.2f} s in TTFT, {frontier_ms / 1000:.2f} s after it)"
       + (f"  warm TTFT/ideal median {statistics.median(ratios):.2f} max {max(ratios):.2f}" if ratios else "")
       + (f"  (medians of {len(runs)} runs)" if len(runs) > 1 else ""))
 print("   per turn ttft_ms: " + " ".join(f"{t:.0f}" for t in ttft))

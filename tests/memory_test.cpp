@@ -6,6 +6,7 @@
 
 #include <numeric>
 
+#include "memory/prepared_memory.h"
 #include "memory/state.h"
 
 using namespace ws;
@@ -230,6 +231,49 @@ TEST(SeqStateTest, SnapshotRestoreRefusesForeignOrCorrupted) {
   // Two snapshots of one state share its sealed pages: counted once across both.
   const Snapshot again = s.snapshot();
   EXPECT_EQ(again.layers[0].pages[0].get(), snap.layers[0].pages[0].get());
+}
+
+// Memory prepared ahead receives the recurrent copy; the snapshot is the same either way,
+// and logits kept with it are covered by its checksum.
+TEST(SeqStateTest, SnapshotIntoPreparedMemoryIsTheSameSnapshot) {
+  SeqState s = hybrid(1);
+  advance_hybrid(s, 12, 1.f);
+  const std::vector<size_t> sizes = s.fixed_copy_bytes();
+  EXPECT_EQ(sizes, (std::vector<size_t>{0, 4 * sizeof(float), 0})) << "only the recurrent layer copies fixed bytes";
+  auto prepared = prepare_snapshot_memory(sizes);
+  const uint8_t* where = prepared[1].data();
+  const Snapshot plain = s.snapshot(), into = s.snapshot(std::move(prepared));
+  EXPECT_EQ(into.layers[1].bytes.data(), where) << "the prepared buffer holds the copy";
+  EXPECT_EQ(into.checksum, plain.checksum);
+  for (size_t i = 0; i < plain.layers.size(); ++i) EXPECT_EQ(into.layers[i].bytes, plain.layers[i].bytes);
+  // A set of the wrong size is not used (the layer allocates its own).
+  std::vector<std::vector<uint8_t>> wrong(3, std::vector<uint8_t>(1));
+  EXPECT_EQ(s.snapshot(std::move(wrong)).checksum, plain.checksum);
+
+  Snapshot with_logits = s.snapshot();
+  with_logits.logits = {0.5f, -1.f, 2.f};
+  EXPECT_NE(with_logits.compute_checksum(), with_logits.checksum) << "the checksum covers the logits";
+  with_logits.checksum = with_logits.compute_checksum();
+  EXPECT_EQ(with_logits.copied_bytes(), plain.copied_bytes() + 3 * sizeof(float));
+}
+
+TEST(PreparedSnapshotMemoryTest, HandsOutTheSetsStartedAndThenNone) {
+  PreparedSnapshotMemory memory({0, 4096, 16});
+  EXPECT_TRUE(memory.take().empty()) << "nothing started";
+  memory.start(5);
+  for (int i = 0; i < 5; ++i) {
+    const auto set = memory.take();
+    ASSERT_EQ(set.size(), 3u) << "set " << i;
+    EXPECT_EQ(set[0].size(), 0u);
+    EXPECT_EQ(set[1].size(), 4096u);
+    EXPECT_EQ(set[2].size(), 16u);
+  }
+  EXPECT_TRUE(memory.take().empty()) << "all taken";
+  PreparedSnapshotMemory nothing_to_copy({0, 0});
+  nothing_to_copy.start(3);
+  EXPECT_TRUE(nothing_to_copy.take().empty()) << "full-KV models prepare nothing";
+  PreparedSnapshotMemory abandoned({1 << 20});
+  abandoned.start(100);  // destroyed with 100 untaken: the helper stops, nothing hangs
 }
 
 }  // namespace

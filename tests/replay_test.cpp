@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "engine/eval.h"
 #include "engine/replay.h"
 #include "gguf/gguf.h"
 
@@ -100,7 +101,7 @@ void check_append_edit_regenerate_strip(const std::vector<ReplayTurn>& t) {
   EXPECT_EQ(t[0].reused_tokens, 0);
   EXPECT_GE(t[1].reused_tokens, t[0].prompt_tokens - 1) << "append must reuse turn 1's prompt";
   EXPECT_GE(t[2].reused_tokens, t[0].prompt_tokens - 1) << "edit must restore the checkpoint before the edit";
-  EXPECT_GE(t[3].reused_tokens, t[2].prompt_tokens - 3) << "regenerate reuses (almost) the whole prompt";
+  EXPECT_EQ(t[3].reused_tokens, t[3].prompt_tokens) << "regenerate restores the frontier and its logits";
   EXPECT_EQ(t[3].generated, t[2].generated) << "greedy regenerate gives the same reply";
   EXPECT_GE(t[4].reused_tokens, t[0].prompt_tokens - 1) << "strip must hit the checkpoint before the reply";
   EXPECT_GE(t[5].reused_tokens, t[1].prompt_tokens - 1) << "the first branch is still cached";
@@ -211,6 +212,35 @@ TEST_P(ReplayScenarios, CorruptedCheckpointFallsBackToCold) {
   EXPECT_EQ(second.max_abs_logit_diff, 0.0);
   EXPECT_EQ(second.generated, before[1].generated) << "the answer is unchanged";
   EXPECT_GT(cache_->stats().corrupt_rejected, 0u);
+}
+
+// The frontier holds the state after the whole prompt and the logits a cold run gives
+// there: the same prompt again computes no prompt token, and corrupted logits are refused.
+TEST_P(ReplayScenarios, RegenerationComputesNothing) {
+  const json sys = msg("system", kSystem);
+  const json u1 = msg("user", "Which drill bits do I need for concrete?");
+  const auto t = play({line({sys, u1}), line({sys, u1})});
+  EXPECT_EQ(t[1].reused_tokens, t[1].prompt_tokens);
+  EXPECT_LE(t[1].computed_tokens, int32_t(t[1].generated.size())) << "only the fed reply tokens";
+  EXPECT_EQ(t[1].generated, t[0].generated);
+
+  const PromptTokens p = tokenize_prompt(*tok_, render_chatml(json::array({sys, u1}), true).text, {});
+  const auto frontier = cache_->find_for_test(model_->config().model_id, p.tokens);
+  ASSERT_TRUE(frontier);
+  SeqState cold = model_->make_state(MemoryOptions{.n_ctx = 2048});
+  std::vector<float> last;  // [n_vocab]
+  eval_tokens(*model_, cold, p.tokens, 64, LogitsMode::last, last, pool_);
+  EXPECT_EQ(frontier->logits, last) << "the stored logits are a cold run's, bit for bit";
+
+  frontier->logits[frontier->logits.size() / 3] += 1.0f;
+  EngineOptions eo;
+  eo.memory.n_ctx = 2048;
+  Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
+  Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, true);
+  const auto again = replay.run(line({sys, u1}));
+  EXPECT_NE(again.miss_reason.find("rejected"), std::string::npos) << again.miss_reason;
+  EXPECT_LT(again.reused_tokens, again.prompt_tokens);
+  EXPECT_EQ(again.generated, t[0].generated) << "the answer is unchanged";
 }
 
 std::string name_of(const ::testing::TestParamInfo<std::string>& info) {

@@ -109,7 +109,13 @@ Hit PrefixCache::acquire(uint64_t model_id, std::span<const Token> prompt, const
   if (rit == roots_.end()) return miss(roots_.empty() ? "cache empty" : "different model");
   const Walk w = walk(*rit->second, prompt);
   hit.common_prefix = w.matched;
-  const int32_t limit = std::min<int32_t>(w.matched, int32_t(prompt.size()) - 1);
+  const int32_t n = int32_t(prompt.size());
+  if (w.matched == n && w.deepest->depth == n && w.deepest->checkpoint && !w.deepest->checkpoint->logits.empty()) {
+    // The same prompt again (a regeneration): its frontier holds the state and the logits.
+    pin(*w.deepest, hit, n);
+    return hit;
+  }
+  const int32_t limit = std::min<int32_t>(w.matched, n - 1);
   if (limit <= 0) return miss("no cached prefix");
 
   // A: the deepest checkpoint on the matched path at or before the limit.
@@ -126,12 +132,7 @@ Hit PrefixCache::acquire(uint64_t model_id, std::span<const Token> prompt, const
   }
   Node* chosen = b ? b : a;
   if (!chosen) return miss("no checkpoint at or before the divergence at " + std::to_string(w.matched));
-  hit.reuse = b ? limit : a->depth;
-  hit.snapshot = chosen->checkpoint;
-  hit.node_id = chosen->id;
-  ++chosen->pins;
-  chosen->last_used = ++clock_;
-  ++stats_.hits;
+  pin(*chosen, hit, b ? limit : a->depth);
   if (hit.reuse < limit) {
     bool evicted = false;
     for (Node* n = w.deepest; n && n != a; n = n->parent) evicted = evicted || n->evicted;
@@ -140,6 +141,15 @@ Hit PrefixCache::acquire(uint64_t model_id, std::span<const Token> prompt, const
                                     std::to_string(hit.reuse) + (traits.can_truncate ? "" : " (state cannot be cut back)");
   }
   return hit;
+}
+
+void PrefixCache::pin(Node& node, Hit& hit, int32_t reuse) {
+  hit.reuse = reuse;
+  hit.snapshot = node.checkpoint;
+  hit.node_id = node.id;
+  ++node.pins;
+  node.last_used = ++clock_;
+  ++stats_.hits;
 }
 
 PrefixCache::Node* PrefixCache::find_node(uint64_t id) {
@@ -245,7 +255,13 @@ void PrefixCache::put(uint64_t model_id, std::span<const Token> prefix, Snapshot
   if (!enabled()) return;
   Node* n = insert(root_for(model_id), prefix);
   n->last_used = ++clock_;
-  if (n->checkpoint) return;  // the same tokens give the same state: keep the one we have
+  // The same tokens give the same state: keep the one we have, unless only the new one
+  // carries the logits after them.
+  if (n->checkpoint && (snapshot.logits.empty() || !n->checkpoint->logits.empty())) return;
+  if (n->checkpoint) {
+    account(*n->checkpoint, -1);
+    --stats_.n_checkpoints;
+  }
   n->checkpoint = std::make_shared<Snapshot>(std::move(snapshot));
   n->kind = kind;
   n->evicted = false;

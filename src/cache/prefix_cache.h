@@ -73,9 +73,9 @@ class PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   bool enabled() const { return stats_.budget_bytes > 0; }
-  // Deepest usable state for `prompt` of model `model_id`. At least one token is always
-  // left to compute (its logits are needed). The returned node is pinned (never evicted)
-  // until release().
+  // Deepest usable state for `prompt` of model `model_id`. At least one token is left to
+  // compute (its logits are needed) unless a checkpoint of the whole prompt holds them.
+  // The returned node is pinned (never evicted) until release().
   Hit acquire(uint64_t model_id, std::span<const Token> prompt, const ReuseTraits& traits);
   void release(const Hit& hit);
   // Stores a checkpoint for `prefix` (= the tokens the state has consumed, in order).
@@ -113,6 +113,7 @@ class PrefixCache {
   size_t unique_bytes(const Snapshot& s) const;  // bytes freed if s alone were dropped
   void evict_to_budget();
   Node* find_node(uint64_t id);
+  void pin(Node& node, Hit& hit, int32_t reuse);  // hit = node's checkpoint, reusing `reuse` tokens
 
   mutable std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Node>> roots_;  // one tree per model identity

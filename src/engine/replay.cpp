@@ -57,6 +57,7 @@ nlohmann::json ReplayTurn::to_json() const {
                       {"ttft_ms", ttft_ms},
                       {"restore_ms", restore_ms},
                       {"checkpoint_ms", checkpoint_ms},
+                      {"frontier_ms", frontier_ms},
                       {"checkpoints", checkpoints},
                       {"rss_mb", rss_mb}};
   if (verified) {
@@ -112,6 +113,7 @@ ReplayTurn Replay::run(const nlohmann::json& line) {
   out.ttft_ms = res.ttft_ms;
   out.restore_ms = res.restore_ms;
   out.checkpoint_ms = res.checkpoint_ms;
+  out.frontier_ms = res.frontier_ms;
   out.checkpoints = res.checkpoints;
   out.rss_mb = current_rss_mb();
   out.generated = res.generated;

@@ -19,7 +19,8 @@ struct ReplayTurn {
   int32_t prompt_tokens = 0, reused_tokens = 0, computed_tokens = 0, common_prefix = 0;
   double ttft_ms = 0, rss_mb = 0;
   double restore_ms = 0, checkpoint_ms = 0;  // parts of ttft_ms
-  int32_t checkpoints = 0;                   // taken while ingesting the prompt
+  double frontier_ms = 0;                    // the frontier's snapshot, after the first token
+  int32_t checkpoints = 0;                   // of the prompt, the frontier included
   std::string miss_reason;  // set when less was reused than the common prefix allows
   std::string text;         // the generated reply
   std::vector<Token> generated;

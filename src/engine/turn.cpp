@@ -46,7 +46,7 @@ ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem) {
   for (size_t i = 0; i < s.n_layers(); ++i) {
     const LayerState& l = s.layer(i);
     t.can_truncate = t.can_truncate && l.kind() == LayerKind::full_kv;
-    if (l.kind() == LayerKind::recurrent) t.fixed_snapshot_bytes += l.bytes();
+    t.fixed_snapshot_bytes += l.fixed_copy_bytes();
   }
   return t;
 }
@@ -56,6 +56,10 @@ int32_t Engine::restore_hit(Hit& hit, SeqState& state, TurnResult& res) {
   const auto t0 = clock_type::now();
   try {
     state.restore(*hit.snapshot);
+    const size_t n_logits = hit.snapshot->logits.size(), n_vocab = size_t(model_.config().n_vocab);
+    if (n_logits != 0 && n_logits != n_vocab)
+      throw std::runtime_error("it holds " + std::to_string(n_logits) + " logits for a vocabulary of " +
+                               std::to_string(n_vocab));
     if (state.position() > hit.reuse && !state.try_truncate(hit.reuse))
       throw std::runtime_error("cannot cut the restored state back to " + std::to_string(hit.reuse));
   } catch (const std::exception& e) {
@@ -70,8 +74,15 @@ int32_t Engine::restore_hit(Hit& hit, SeqState& state, TurnResult& res) {
   return hit.reuse;
 }
 
-void Engine::put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind) {
-  if (cache_ && cache_->enabled()) cache_->put(model_.config().model_id, std::span(tokens).first(n), state.snapshot(), kind);
+void Engine::put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind,
+                 PreparedSnapshotMemory::Set memory, std::span<const float> logits) {
+  if (!cache_ || !cache_->enabled()) return;
+  Snapshot snap = state.snapshot(std::move(memory));
+  if (!logits.empty()) {
+    snap.logits.assign(logits.begin(), logits.end());
+    snap.checksum = snap.compute_checksum();
+  }
+  cache_->put(model_.config().model_id, std::span(tokens).first(n), std::move(snap), kind);
 }
 
 void Engine::eval_range(const TurnRequest& req, int32_t pos, int32_t end, LogitsMode mode, SeqState& state,
@@ -92,17 +103,19 @@ void Engine::eval_range(const TurnRequest& req, int32_t pos, int32_t end, Logits
                   mode, logits, pool_);
 }
 
-void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits,
-                    TurnResult& res) {
+Boundary Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits,
+                        PreparedSnapshotMemory& memory, TurnResult& res) {
   const int32_t n = int32_t(req.prompt.size());
-  // Checkpoints up to the frontier n-1: a regenerated turn (same prompt) reuses all but
-  // the last token, whose logits it needs anyway.
-  auto plan = opt_.checkpoints.plan(from, n - 1, req.message_ends, req.media_ends, opt_.checkpoints.min_gap(traits_));
+  // The plan ends at the frontier n (always in it, from < n), taken by the caller.
+  auto plan = opt_.checkpoints.plan(from, n, req.message_ends, req.media_ends, opt_.checkpoints.min_gap(traits_));
+  const Boundary frontier = plan.back().second;
+  plan.pop_back();
   // A checkpoint inside a bidirectional chunk would split it (its rows see each other).
   std::erase_if(plan, [&](const auto& cp) {
     const MediaChunk* c = chunk_at(req, cp.first);
     return c && c->non_causal && cp.first > c->pos0;
   });
+  memory.start(plan.size() + 2);  // and the frontier and the end of the reply
   size_t next_cp = 0;
   const size_t n_vocab = size_t(model_.config().n_vocab);
   std::vector<float> chunk_logits;  // [chunk][n_vocab] or [n_vocab]
@@ -123,13 +136,14 @@ void Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::
     while (next_cp < plan.size() && plan[next_cp].first < end) ++next_cp;
     if (next_cp < plan.size() && plan[next_cp].first == end) {
       const auto t0 = clock_type::now();
-      put(req.prompt, size_t(end), state, plan[next_cp++].second);
+      put(req.prompt, size_t(end), state, plan[next_cp++].second, memory.take());
       res.checkpoint_ms += ms_since(t0);
       ++res.checkpoints;
     }
     pos = end;
   }
   last_logits.assign(chunk_logits.end() - long(n_vocab), chunk_logits.end());
+  return frontier;
 }
 
 void Engine::align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& res) {
@@ -166,8 +180,24 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
   res.reused = restore_hit(hit, state, res);
   if (cache_) cache_->release(hit);
 
-  std::vector<float> logits;  // [n_vocab] of the last evaluated token
-  ingest(req, res.reused, state, logits, res);
+  std::vector<float> logits;  // [n_vocab] after the last token the state consumed
+  bool frontier_due = res.reused < n;  // a checkpoint at n, once the first token is out
+  Boundary frontier_kind = Boundary::frontier;
+  PreparedSnapshotMemory memory(cache_ && cache_->enabled() ? state.fixed_copy_bytes() : std::vector<size_t>{});
+  if (frontier_due)
+    frontier_kind = ingest(req, res.reused, state, logits, memory, res);
+  else
+    logits = hit.snapshot->logits;  // a regeneration: the frontier kept them
+  // The frontier's copy (MiBs for recurrent layers) waits until the first token has
+  // reached the client; nothing has changed the state or the logits by then.
+  auto take_frontier = [&] {
+    if (!frontier_due) return;
+    const auto t1 = clock_type::now();
+    put(req.prompt, size_t(n), state, frontier_kind, memory.take(), logits);
+    res.frontier_ms = ms_since(t1);
+    ++res.checkpoints;
+    frontier_due = false;
+  };
   Sampler sampler(req.sampling);
   for (Token t : req.prompt)
     if (t >= 0) sampler.accept(t);  // media placeholders are not tokens
@@ -186,6 +216,7 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
       res.stop_reason = "client";
       break;
     }
+    take_frontier();
     if (i + 1 == req.max_tokens) break;
     if (state.position() + 1 >= opt_.memory.n_ctx) {
       res.stop_reason = "context";
@@ -197,9 +228,10 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
     seq.push_back(next);
   }
   if (res.ttft_ms == 0) res.ttft_ms = ms_since(t0);
-  if (int32_t(seq.size()) > n) put(seq, seq.size(), state, Boundary::reply);
+  take_frontier();
+  if (int32_t(seq.size()) > n) put(seq, seq.size(), state, Boundary::reply, memory.take());
   res.computed = int32_t(seq.size()) - res.reused;
-  if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms, res.checkpoint_ms);
+  if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms, res.checkpoint_ms + res.frontier_ms);
   res.total_ms = ms_since(t0);
   return res;
 }

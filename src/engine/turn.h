@@ -9,6 +9,7 @@
 
 #include "cache/prefix_cache.h"
 #include "engine/sampling.h"
+#include "memory/prepared_memory.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,10 +47,11 @@ struct TurnResult {
   int32_t prompt_tokens = 0, reused = 0, computed = 0, common_prefix = 0;
   std::string miss_reason;
   double ttft_ms = 0, restore_ms = 0, total_ms = 0;
-  double checkpoint_ms = 0;           // snapshots of the prompt's checkpoints (part of ttft_ms)
-  int32_t checkpoints = 0;            // how many the prompt took
+  double checkpoint_ms = 0;           // snapshots inside the prompt (part of ttft_ms)
+  double frontier_ms = 0;             // the snapshot of the whole prompt, after the first token (not in ttft_ms)
+  int32_t checkpoints = 0;            // how many the prompt took, the frontier included
   std::vector<int32_t> chunk_ends;    // micro-batch boundaries used for the prompt tail
-  std::vector<float> logits;          // record_logits: [(prompt - reused) + generated][n_vocab]
+  std::vector<float> logits;          // record_logits: [(prompt - reused) + fed generated][n_vocab]
   std::string stop_reason;            // "eog", "length", "client", "context"
 };
 
@@ -73,13 +75,19 @@ class Engine {
  private:
   // Restores the cache hit into `state` (or leaves it fresh); returns tokens reused.
   int32_t restore_hit(Hit& hit, SeqState& state, TurnResult& res);
-  void ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits, TurnResult& res);
+  // Computes prompt positions [from, n), snapshotting where the policy says; returns the
+  // kind of the checkpoint due at n (the frontier), which run_turn takes once the first
+  // token is out.
+  // `memory` is started for the turn's checkpoints and gives one set to each.
+  Boundary ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits,
+                  PreparedSnapshotMemory& memory, TurnResult& res);
   // Evaluates prompt positions [pos, end) (text, or rows of one media chunk).
   void eval_range(const TurnRequest& req, int32_t pos, int32_t end, LogitsMode mode, SeqState& state,
                   std::vector<float>& logits);
   // Moves a hit that lands inside a non-causal chunk back to the chunk's start (or drops it).
   void align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& res);
-  void put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind);
+  void put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind,
+           PreparedSnapshotMemory::Set memory, std::span<const float> logits = {});
 
   const Model& model_;
   const Tokenizer& tok_;

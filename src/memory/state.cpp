@@ -96,11 +96,11 @@ uint64_t LayerSnapshot::compute_checksum() const {
 uint64_t Snapshot::compute_checksum() const {
   uint64_t h = hash_values({model_id, uint64_t(position), layers.size()});
   for (const auto& l : layers) h = hash_values({h, l.checksum});
-  return h;
+  return hash_bytes(logits.data(), logits.size() * sizeof(float), h);
 }
 
 size_t Snapshot::copied_bytes() const {
-  size_t b = 0;
+  size_t b = logits.size() * sizeof(float);
   for (const auto& l : layers) b += l.bytes.size();
   return b;
 }
@@ -382,12 +382,17 @@ uint64_t RecurrentState::shape_tag() const {
   return tag;
 }
 
-LayerSnapshot RecurrentState::snapshot() const {
+LayerSnapshot RecurrentState::snapshot_into(std::vector<uint8_t> storage) const {
   LayerSnapshot s;
   s.kind = kind();
   s.position = n_;
-  s.bytes.resize(data_.size() * sizeof(float));
-  std::memcpy(s.bytes.data(), data_.data(), s.bytes.size());
+  const auto* src = reinterpret_cast<const uint8_t*>(data_.data());
+  if (storage.size() == bytes()) {
+    std::memcpy(storage.data(), src, bytes());
+    s.bytes = std::move(storage);
+  } else {
+    s.bytes.assign(src, src + bytes());  // one pass over fresh memory (resize would zero it first)
+  }
   s.shape_tag = shape_tag();
   s.checksum = s.compute_checksum();
   return s;
@@ -442,14 +447,28 @@ SeqState SeqState::fork() const {
   return s;
 }
 
-Snapshot SeqState::snapshot() const {
+Snapshot SeqState::snapshot(std::vector<std::vector<uint8_t>> prepared) const {
   Snapshot s;
   s.model_id = model_id_;
   s.position = position_;
   s.layers.reserve(layers_.size());
-  for (const auto& l : layers_) s.layers.push_back(l->snapshot());
+  for (size_t i = 0; i < layers_.size(); ++i)
+    s.layers.push_back(i < prepared.size() ? layers_[i]->snapshot_into(std::move(prepared[i])) : layers_[i]->snapshot());
   s.checksum = s.compute_checksum();
   return s;
+}
+
+std::vector<size_t> SeqState::fixed_copy_bytes() const {
+  std::vector<size_t> out;
+  for (const auto& l : layers_) out.push_back(l->fixed_copy_bytes());
+  return out;
+}
+
+std::vector<std::vector<uint8_t>> prepare_snapshot_memory(std::span<const size_t> sizes) {
+  std::vector<std::vector<uint8_t>> out;
+  out.reserve(sizes.size());
+  for (size_t n : sizes) out.emplace_back(n, uint8_t(0));  // value-initialised: every page written
+  return out;
 }
 
 void SeqState::restore(const Snapshot& s) {

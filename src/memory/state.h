@@ -57,7 +57,10 @@ struct Snapshot {
   uint64_t model_id = 0;
   int32_t position = 0;
   std::vector<LayerSnapshot> layers;
-  uint64_t checksum = 0;  // over the layer checksums, position and model id
+  // [n_vocab] f32: the logits after `position` tokens, kept with a prompt's frontier so
+  // that the same prompt again computes nothing; empty otherwise. restore() ignores them.
+  std::vector<float> logits;
+  uint64_t checksum = 0;  // over the layer checksums, logits, position and model id
   uint64_t compute_checksum() const;
   size_t copied_bytes() const;  // bytes owned by this snapshot alone
   size_t page_bytes() const;    // bytes of the distinct pages it references (maybe shared)
@@ -74,6 +77,11 @@ class LayerState {
   virtual size_t bytes() const = 0;            // memory held (shared pages counted in full)
   virtual std::unique_ptr<LayerState> fork() const = 0;  // isolated copy (shares sealed pages)
   virtual LayerSnapshot snapshot() const = 0;
+  // Bytes every snapshot of this layer copies whatever its position (recurrent buffers),
+  // 0 for KV layers: memory that can be prepared before the snapshot is due.
+  virtual size_t fixed_copy_bytes() const { return 0; }
+  // snapshot(), copying into `storage` when it holds fixed_copy_bytes() (prepared memory).
+  virtual LayerSnapshot snapshot_into(std::vector<uint8_t> /*storage*/) const { return snapshot(); }
   // Throws std::runtime_error if the snapshot's kind, shape or checksum does not fit
   // this layer.
   virtual void check(const LayerSnapshot& s) const = 0;
@@ -187,7 +195,9 @@ class RecurrentState final : public LayerState {
   void truncate(int32_t pos) override;
   size_t bytes() const override { return data_.size() * sizeof(float); }
   std::unique_ptr<LayerState> fork() const override;
-  LayerSnapshot snapshot() const override;
+  LayerSnapshot snapshot() const override { return snapshot_into({}); }
+  size_t fixed_copy_bytes() const override { return bytes(); }
+  LayerSnapshot snapshot_into(std::vector<uint8_t> storage) const override;
   void check(const LayerSnapshot& s) const override;
   void apply(const LayerSnapshot& s) override;
 
@@ -225,7 +235,9 @@ class SeqState {
   bool try_truncate(int32_t pos);
   size_t bytes() const;
   SeqState fork() const;
-  Snapshot snapshot() const;
+  // prepared: per layer, memory for its fixed copy (see prepare_snapshot_memory), or empty.
+  Snapshot snapshot(std::vector<std::vector<uint8_t>> prepared = {}) const;
+  std::vector<size_t> fixed_copy_bytes() const;  // [n_layers] LayerState::fixed_copy_bytes
   // Refuses (std::runtime_error, state unchanged) a snapshot of another model, of another
   // layer layout, or whose checksums do not match its contents.
   void restore(const Snapshot& s);
@@ -240,6 +252,11 @@ class SeqState {
   uint64_t model_id_ = 0;
   int32_t position_ = 0;
 };
+
+// Touched memory of the given sizes ([n_layers] bytes, 0 = none) for SeqState::snapshot:
+// a copy into fresh memory pays its page faults (1-5 ms per MiB on a VM), so a snapshot
+// due later is cheaper with memory prepared beforehand, off the critical path.
+std::vector<std::vector<uint8_t>> prepare_snapshot_memory(std::span<const size_t> sizes);
 
 // 64-bit hash used for checksums and model identity (not cryptographic).
 uint64_t hash_bytes(const void* data, size_t n, uint64_t seed = 0);

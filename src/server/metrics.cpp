@@ -81,8 +81,8 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
          c.corrupt_rejected);
   metric(o, "warmstart_cache_restore_seconds_total", "counter", "Time spent restoring checkpoints",
          c.restore_ms_total / 1000.0);
-  metric(o, "warmstart_cache_checkpoint_seconds_total", "counter", "Time spent taking checkpoints while ingesting prompts",
-         c.checkpoint_ms_total / 1000.0);
+  metric(o, "warmstart_cache_checkpoint_seconds_total", "counter",
+         "Time spent taking checkpoints of prompts (the frontier included)", c.checkpoint_ms_total / 1000.0);
   metric(o, "warmstart_slots", "gauge", "Slots (--parallel)", now.slots_total);
   metric(o, "warmstart_slots_busy", "gauge", "Slots running a turn", now.slots_busy);
   metric(o, "warmstart_queue_waiting", "gauge", "Requests waiting for a slot", now.queue_waiting);

@@ -64,7 +64,8 @@ json timings_json(const TurnResult& t) {
           {"predicted_per_second", predicted_ms > 0 ? predicted * 1000.0 / predicted_ms : 0.0},
           {"cache_n", t.reused},
           {"restore_ms", t.restore_ms},          // warmstart's own: parts of prompt_ms
-          {"checkpoint_ms", t.checkpoint_ms}};
+          {"checkpoint_ms", t.checkpoint_ms},
+          {"frontier_ms", t.frontier_ms}};       // part of predicted_ms (taken after the first token)
 }
 
 json completion_json(const ResponseMeta& m, const Completion& c) {
