@@ -63,9 +63,10 @@ class ReplayScenarios : public ::testing::TestWithParam<std::string> {
   }
   // Runs the lines with a cache of `budget` bytes; every turn verified against cold.
   // spacing > 0: checkpoints of a model with recurrent layers at least that many tokens
-  // apart (as a bench-size state's MiBs give), instead of at every boundary.
+  // apart (as a bench-size state's MiBs give), instead of at every boundary. cut_gap: the
+  // spacing every model gets (CheckpointPolicy::min_cut_gap; 0 = every boundary).
   std::vector<ReplayTurn> play(const std::vector<json>& lines, size_t budget = size_t(256) << 20,
-                               int32_t spacing = 0) {
+                               int32_t spacing = 0, int32_t cut_gap = 0) {
     cache_ = std::make_unique<PrefixCache>(budget);
     EngineOptions eo;
     eo.memory.n_ctx = 2048;
@@ -73,6 +74,7 @@ class ReplayScenarios : public ::testing::TestWithParam<std::string> {
     eo.checkpoints.every_n = 128;
     eo.checkpoints.copy_bytes_per_token =
         spacing > 0 ? std::max<size_t>(1, reuse_traits(*model_, eo.memory).fixed_snapshot_bytes / size_t(spacing)) : 0;
+    eo.checkpoints.min_cut_gap = cut_gap;
     Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
     Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, /*verify=*/true);
     std::vector<ReplayTurn> out;
@@ -137,6 +139,14 @@ TEST_P(ReplayScenarios, SpacedCheckpointsKeepTheRestorePoints) {
     EXPECT_LT(spaced, dense) << "spacing must drop the boundaries a few tokens before others";
   else
     EXPECT_EQ(spaced, dense) << "full-KV snapshots copy no fixed state: every boundary stays";
+}
+
+TEST_P(ReplayScenarios, DefaultCutGapKeepsTheRestorePoints) {
+  const auto lines = append_edit_regenerate_strip_lines();
+  play(lines);
+  const uint64_t dense = cache_->stats().checkpoints_stored;
+  check_append_edit_regenerate_strip(play(lines, size_t(256) << 20, 0, CheckpointPolicy{}.min_cut_gap));
+  EXPECT_LT(cache_->stats().checkpoints_stored, dense) << "user message ends a header before the frontier are dropped";
 }
 
 TEST_P(ReplayScenarios, InterleavedConversationsShareTheSystemPrompt) {
@@ -276,8 +286,12 @@ TEST(CheckpointPolicy, SpacingKeepsTheLaterOfCloseBoundaries) {
   ReuseTraits recurrent;
   recurrent.fixed_snapshot_bytes = size_t(48) << 20;
   EXPECT_EQ(p.min_gap(recurrent), 48);
-  EXPECT_EQ(p.min_gap(ReuseTraits{}), 0);
+  // Every model keeps the batch-cut spacing.
+  EXPECT_EQ(p.min_gap(ReuseTraits{}), p.min_cut_gap);
+  EXPECT_GT(p.min_cut_gap, 3) << "the end of a user message a ChatML header before the frontier is dropped";
   p.copy_bytes_per_token = 0;
+  EXPECT_EQ(p.min_gap(recurrent), p.min_cut_gap);
+  p.min_cut_gap = 0;
   EXPECT_EQ(p.min_gap(recurrent), 0);
 }
 

@@ -19,8 +19,8 @@ const char* boundary_name(Boundary b) {
 }
 
 int32_t CheckpointPolicy::min_gap(const ReuseTraits& traits) const {
-  if (copy_bytes_per_token == 0) return 0;
-  return int32_t(std::min<size_t>(traits.fixed_snapshot_bytes / copy_bytes_per_token, size_t(INT32_MAX)));
+  const size_t copy_gap = copy_bytes_per_token == 0 ? 0 : traits.fixed_snapshot_bytes / copy_bytes_per_token;
+  return int32_t(std::min<size_t>(std::max(copy_gap, size_t(std::max(0, min_cut_gap))), size_t(INT32_MAX)));
 }
 
 std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, int32_t to,

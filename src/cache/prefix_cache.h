@@ -52,9 +52,14 @@ struct CheckpointPolicy {
   // the next one. Copying fresh memory costs 1-5 ms per MiB (bench/state_bench --keep),
   // about one token of single-core prefill at the sizes where states reach MiBs, and each
   // copy displaces its size from the cache budget; a request that diverges between two
-  // close boundaries recomputes only those few tokens. 0 = every boundary.
+  // close boundaries recomputes only those few tokens. 0 = off.
   size_t copy_bytes_per_token = size_t(1) << 20;
-  int32_t min_gap(const ReuseTraits& traits) const;
+  // Spacing for every model: a checkpoint inside the prompt cuts its batch, and a batch
+  // costs about one pass over the weights besides its tokens (a 3-token batch costs what
+  // ~30 tokens inside a large one do). This drops the end of a user message a header's
+  // length before the frontier. 0 = off.
+  int32_t min_cut_gap = 16;
+  int32_t min_gap(const ReuseTraits& traits) const;  // the larger of the two spacings
   // Sorted, distinct positions in (from, to] at which to snapshot: message/media
   // boundaries, the frontier `to`, and the multiples of every_n at least every_n / 2 from
   // those and from `from`. Of two closer than min_gap the later is kept (the frontier

@@ -59,8 +59,8 @@ void add_checkpoint_options(CLI::App* app, CliCheckpoints& c) {
   app->add_option("--checkpoint-every", c.every, "also checkpoint every N prompt tokens (0 = off)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--checkpoint-mib-per-token", c.mib_per_token,
-                  "recurrent models: checkpoints at least one token apart per N MiB a snapshot copies (0 = at "
-                  "every boundary)")
+                  "recurrent models: checkpoints at least one token apart per N MiB a snapshot copies (0 = "
+                  "only the 16-token spacing every model has)")
       ->check(CLI::NonNegativeNumber);
 }
 
