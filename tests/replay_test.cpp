@@ -267,6 +267,43 @@ std::vector<int32_t> positions(const Plan& plan) {
   return v;
 }
 
+// The whole prompt is reused only from a checkpoint that holds the logits after it; one
+// that does not is replaced by one that does, never the other way round.
+TEST(PrefixCacheTest, WholePromptHitNeedsTheLogits) {
+  auto state = [] {
+    std::vector<std::unique_ptr<LayerState>> layers;
+    layers.push_back(std::make_unique<RecurrentState>(std::vector<size_t>{4}));
+    return SeqState(std::move(layers), 64, 7);
+  };
+  const SeqState s = state();
+  const std::vector<Token> prompt = {5, 6, 7};
+  ReuseTraits recurrent;
+  recurrent.can_truncate = false;
+  PrefixCache cache(size_t(1) << 20);
+  cache.put(7, prompt, s.snapshot(), Boundary::reply);
+  Hit hit = cache.acquire(7, prompt, recurrent);
+  EXPECT_FALSE(hit.snapshot) << "without logits the last token must be computed, and nothing lies before it";
+  cache.release(hit);
+  const size_t without = cache.stats().bytes_in_use;
+
+  Snapshot with_logits = s.snapshot();
+  with_logits.logits = {1.f, 2.f};
+  with_logits.checksum = with_logits.compute_checksum();
+  cache.put(7, prompt, std::move(with_logits), Boundary::frontier);
+  EXPECT_EQ(cache.stats().n_checkpoints, 1u);
+  EXPECT_EQ(cache.stats().bytes_in_use, without + 2 * sizeof(float));
+  cache.put(7, prompt, s.snapshot(), Boundary::reply);  // keeps the one with logits
+  hit = cache.acquire(7, prompt, recurrent);
+  ASSERT_TRUE(hit.snapshot);
+  EXPECT_EQ(hit.reuse, 3);
+  EXPECT_EQ(hit.snapshot->logits, (std::vector<float>{1.f, 2.f}));
+  cache.release(hit);
+  const std::vector<Token> longer = {5, 6, 7, 8};
+  hit = cache.acquire(7, longer, recurrent);
+  EXPECT_EQ(hit.reuse, 3) << "a longer prompt restores it and computes from there";
+  cache.release(hit);
+}
+
 TEST(CheckpointPolicy, SpacingKeepsTheLaterOfCloseBoundaries) {
   CheckpointPolicy p;
   p.every_n = 0;
