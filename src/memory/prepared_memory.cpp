@@ -8,9 +8,7 @@
 
 namespace ws {
 
-PreparedSnapshotMemory::PreparedSnapshotMemory(std::vector<size_t> sizes) : sizes_(std::move(sizes)) {
-  any_ = std::any_of(sizes_.begin(), sizes_.end(), [](size_t n) { return n > 0; });
-}
+PreparedSnapshotMemory::PreparedSnapshotMemory(std::vector<size_t> sizes) : sizes_(std::move(sizes)) {}
 
 PreparedSnapshotMemory::~PreparedSnapshotMemory() {
   {
@@ -22,7 +20,8 @@ PreparedSnapshotMemory::~PreparedSnapshotMemory() {
 }
 
 void PreparedSnapshotMemory::start(size_t count) {
-  if (!any_ || count == 0 || helper_.joinable()) return;
+  const bool nothing_to_copy = std::all_of(sizes_.begin(), sizes_.end(), [](size_t n) { return n == 0; });
+  if (nothing_to_copy || count == 0 || helper_.joinable()) return;
   untaken_ = count;
   try {
     helper_ = std::thread([this, count] { prepare(count); });

@@ -34,7 +34,6 @@ class PreparedSnapshotMemory {
 
   static constexpr size_t kAhead = 2;
   const std::vector<size_t> sizes_;
-  bool any_ = false;  // some size is > 0
   std::mutex mu_;
   std::condition_variable ready_cv_, space_cv_;  // a set is ready; there is room for one
   std::deque<Set> ready_;  // prepared, not yet taken
