@@ -4,6 +4,7 @@
 # turn's TTFT over the time to compute only its new tokens (ttft_ratio; 1.0 is the limit).
 # usage: bench/replay_bench.sh [ARCH ...] (default: lfm2 gemma3 llama); THREADS env (default
 # nproc); REPS env (default 1): runs of each cache-on scenario, summarized per turn by medians
+# (STAT=min: by minima, which suit a shared VM whose noise only adds time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="${THREADS:-$(nproc)}"

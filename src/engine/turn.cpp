@@ -115,7 +115,9 @@ Boundary Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, s
     const MediaChunk* c = chunk_at(req, cp.first);
     return c && c->non_causal && cp.first > c->pos0;
   });
-  memory.start(plan.size() + 2);  // and the frontier and the end of the reply
+  // The frontier and the reply's end are taken after the first token, off the TTFT path;
+  // their memory is prepared too only where the helper does not slow the prompt down.
+  memory.start(plan.size() + (spare_core_ ? 2 : 0));
   size_t next_cp = 0;
   const size_t n_vocab = size_t(model_.config().n_vocab);
   std::vector<float> chunk_logits;  // [chunk][n_vocab] or [n_vocab]
