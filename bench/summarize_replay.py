@@ -16,12 +16,12 @@ stat = {"median": statistics.median, "min": min}.get(stat_name)
 if stat is None:
     sys.exit(f"STAT must be median or min, not {stat_name!r}")
 runs = [[json.loads(l) for l in open(p) if l.strip()] for p in paths]
-med = lambda key, i: stat([run[i][key] for run in runs])
+reduce = lambda key, i: stat([run[i][key] for run in runs])
 rows = runs[0]
 n = min(len(r) for r in runs)
-ttft = [med("ttft_ms", i) for i in range(n)]
+ttft = [reduce("ttft_ms", i) for i in range(n)]
 warm = [i for i in range(n) if rows[i]["turn"] > (3 if scenario == "interleave" else 1)]
-ratios = [ttft[i] / med("ideal_ms", i) for i in warm if "ideal_ms" in rows[i]]
+ratios = [ttft[i] / reduce("ideal_ms", i) for i in warm if "ideal_ms" in rows[i]]
 ckpt = sum(r.get("checkpoints", 0) for r in rows)
 ckpt_ms = statistics.median(sum(r.get("checkpoint_ms", 0) for r in run) for run in runs)
 frontier_ms = statistics.median(sum(r.get("frontier_ms", 0) for r in run) for run in runs)
