@@ -2,7 +2,7 @@
 """One summary line for `warmstart replay --json` runs of one scenario: sum of TTFT,
 reuse, peak RSS, checkpoints (their snapshot time inside the TTFT and, for the
 frontier, after the first token) and the warm turns' TTFT / ideal ratio. Given several runs
-of the same script (REPS), each turn's TTFT and ideal are first reduced over the runs,
+of the same script (REPS), each turn's TTFT and ideal (and the snapshot times) are reduced over the runs,
 both with the same statistic, before their ratio is taken: a noisy host moves single
 turns by +-20%. STAT=median (default) or STAT=min; the minimum suits a shared VM, whose
 noise (steal, neighbours) only ever adds time to the same work.
@@ -23,8 +23,8 @@ ttft = [reduce("ttft_ms", i) for i in range(n)]
 warm = [i for i in range(n) if rows[i]["turn"] > (3 if scenario == "interleave" else 1)]
 ratios = [ttft[i] / reduce("ideal_ms", i) for i in warm if "ideal_ms" in rows[i]]
 ckpt = sum(r.get("checkpoints", 0) for r in rows)
-ckpt_ms = statistics.median(sum(r.get("checkpoint_ms", 0) for r in run) for run in runs)
-frontier_ms = statistics.median(sum(r.get("frontier_ms", 0) for r in run) for run in runs)
+ckpt_ms = stat([sum(r.get("checkpoint_ms", 0) for r in run) for run in runs])
+frontier_ms = stat([sum(r.get("frontier_ms", 0) for r in run) for run in runs])
 print(f"{arch:14s} {scenario:10s} cache {cache:3s}  sum TTFT {sum(ttft) / 1000:7.2f} s"
       f"  last turn {ttft[-1]:8.1f} ms  reused {sum(r['reused_tokens'] for r in rows):6d}"
       f" / prompt {sum(r['prompt_tokens'] for r in rows):6d}  peak RSS {max(r['rss_mb'] for r in rows):6.0f} MiB"

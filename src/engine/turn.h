@@ -80,7 +80,8 @@ class Engine {
   // Computes prompt positions [from, n), snapshotting where the policy says; returns the
   // kind of the checkpoint due at n (the frontier), which run_turn takes once the first
   // token is out.
-  // `memory` is started for the turn's checkpoints and gives one set to each.
+  // `memory` is started for the checkpoints inside the prompt and, given spare_core_, for
+  // the frontier and the reply's end; it gives one set to each.
   Boundary ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits,
                   PreparedSnapshotMemory& memory, TurnResult& res);
   // Evaluates prompt positions [pos, end) (text, or rows of one media chunk).
