@@ -38,7 +38,7 @@ class Gemma3Model final : public Model {
     attn_global_.q_scale = attn_global_.scale;
     attn_global_.scale = 1.0f;
     attn_sliding_ = attn_global_;
-    attn_sliding_.rope_base = float(keys.get_float("rope.freq_base_swa", 10000.0));
+    attn_sliding_.rope.base = float(keys.get_float("rope.freq_base_swa", 10000.0));
     attn_sliding_.window = window_;
     emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) layers_.push_back(load_layer(f, i, i % pattern < pattern - 1));

@@ -4,10 +4,12 @@
 // Short conv: [b, c, h] = split(in_proj u, 3); bx = b*h; y_t = sum_k w[k] bx_{t-L+1+k};
 // out_proj(c*y). The conv carries the last L-1 bx columns (a RecurrentState). Attention:
 // per-head Q/K RMSNorm, NEOX RoPE, full KV. The final norm is token_embd_norm.weight.
+// lfm2moe (LFM2-8B-A1B): the same layers with a sigmoid-routed mixture of experts as the
+// FFN after the leading dense ones.
 #include <vector>
 
-#include "models/config.h"
-#include "models/ops.h"
+#include "models/decoder.h"
+#include "models/moe.h"
 #include "models/registry.h"
 
 namespace ws {
@@ -21,65 +23,58 @@ struct Lfm2Layer {
   Matrix out_proj;                // conv layers: [n_embd, n_embd]
   const float* conv = nullptr;    // conv layers: [n_embd][L] f32 (ggml {L, n_embd}), taps oldest .. current
   const float* ffn_norm;          // [n_embd]
-  ops::SwigluFfn ffn;
+  ops::SwigluFfn ffn;             // dense FFN
+  MoeWeights moe;                 // lfm2moe layers past the leading dense ones
 };
 
-class Lfm2Model final : public Model {
+class Lfm2Model final : public Decoder {
  public:
-  Lfm2Model(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
+  Lfm2Model(const gguf::File& f, const std::string& arch) : Decoder(read_common_config(f, arch)) {
     const ArchKeys keys(f, arch);
     if (cfg_.n_head <= 0 || cfg_.n_ff <= 0) f.fail(arch + ": attention.head_count and feed_forward_length are required");
     cfg_.rope_base = float(keys.get_float("rope.freq_base", 1e6));
     cfg_.rope_type = RopeType::neox;
     l_cache_ = int32_t(keys.require_int("shortconv.l_cache"));
+    if (arch == "lfm2moe") read_moe(f, keys);
     emb_ = ops::load_embeddings(f, cfg_, "token_embd_norm.weight");
     attn_ = ops::attention_options(cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) layers_.push_back(load_layer(f, i));
   }
 
-  const ModelConfig& config() const override { return cfg_; }
-
-  SeqState make_state(const MemoryOptions& opts) const override {
-    std::vector<std::unique_ptr<LayerState>> layers;
-    for (const auto& l : layers_) {
-      if (l.n_kv > 0)
-        layers.push_back(std::make_unique<FullKvState>(l.n_kv, cfg_.head_dim, opts.kv_type, opts.kv_page_size));
-      else  // the last L-1 bx columns: [L-1][n_embd] f32
-        layers.push_back(std::make_unique<RecurrentState>(std::vector<size_t>{size_t(l_cache_ - 1) * cfg_.n_embd}));
-    }
-    return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
-  }
-
-  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
-               ThreadPool& pool) const override {
-    const int64_t n = batch.size(), d = cfg_.n_embd;
-    if (n == 0) return;
-    state.check_room(n);
-    std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
-    std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed input of a branch
-    std::vector<float> o(size_t(n * d));   // [n][n_embd] branch output
-    ops::embed_batch(emb_.tok_embd, batch, false, x.data());
-    const int32_t pos0 = state.position();
-    for (size_t il = 0; il < layers_.size(); ++il) {
-      const Lfm2Layer& l = layers_[il];
-      ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
-      if (l.n_kv > 0)
-        ops::attention_block(l.attn, attn_, static_cast<FullKvState&>(state.layer(il)), xn.data(), n, pos0, o.data(),
-                             pool);
-      else
-        short_conv(l, static_cast<RecurrentState&>(state.layer(il)), xn.data(), n, o.data(), pool);
-      ops::add_scaled(x.data(), o.data(), n * d);
-      ops::rms_norm(x.data(), l.ffn_norm, xn.data(), n, d, cfg_.rms_eps);
-      ops::swiglu_ffn(l.ffn, xn.data(), n, o.data(), pool);
-      ops::add_scaled(x.data(), o.data(), n * d);
-    }
-    state.advance(int32_t(n));
-    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
-  }
-
  private:
+  // lfm2moe: the first leading_dense_block_count layers keep the dense FFN, the others
+  // route over experts by sigmoid score + selection bias, weights normalised, no scale.
+  void read_moe(const gguf::File& f, const ArchKeys& keys) {
+    n_dense_ = int32_t(keys.get_int("leading_dense_block_count", 0));
+    n_expert_ = keys.require_int("expert_count");
+    n_ff_exp_ = keys.require_int("expert_feed_forward_length");
+    moe_opts_.n_used = int32_t(keys.require_int("expert_used_count"));
+    const int64_t gating = keys.require_int("expert_gating_func");  // llama.cpp: 1 softmax, 2 sigmoid
+    if (gating != 1 && gating != 2) f.fail(keys.arch() + ".expert_gating_func " + std::to_string(gating) + " is not supported");
+    moe_opts_.gating = gating == 2 ? MoeGating::sigmoid : MoeGating::softmax;
+    if (moe_opts_.n_used > n_expert_) f.fail(keys.arch() + ".expert_used_count exceeds expert_count");
+  }
+
+  std::unique_ptr<LayerState> layer_memory(size_t il, const MemoryOptions& opts) const override {
+    const Lfm2Layer& l = layers_[il];
+    if (l.n_kv > 0) return full_kv_memory(l.n_kv, cfg_.head_dim, opts);
+    return recurrent_memory({size_t(l_cache_ - 1) * size_t(cfg_.n_embd)});  // the last L-1 bx columns: [L-1][n_embd] f32
+  }
+
+  void layer_forward(size_t il, float* x, LayerPass& p) const override {
+    const Lfm2Layer& l = layers_[il];
+    pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
+      if (l.n_kv > 0) ops::attention_block(l.attn, attn_, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+      else short_conv(l, p.memory<RecurrentState>(il), xn, p.n, out, p.pool);
+    });
+    pre_norm(x, l.ffn_norm, p, [&](const float* xn, float* out) {
+      if (l.moe.n_expert() > 0) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);
+      else ops::swiglu_ffn(l.ffn, xn, p.n, out, p.pool);
+    });
+  }
+
   Lfm2Layer load_layer(const gguf::File& f, int32_t i) const {
-    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::string p = layer_prefix(i);
     const int64_t d = cfg_.n_embd;
     Lfm2Layer l{};
     l.n_kv = cfg_.n_head_kv_per_layer[size_t(i)];
@@ -96,7 +91,12 @@ class Lfm2Model final : public Model {
       l.conv = ops::vector_f32(f, conv, l_cache_ * d);
     }
     l.ffn_norm = ops::vector_f32(f, p + "ffn_norm.weight", d);
-    l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
+    if (n_expert_ > 0 && i >= n_dense_) {
+      l.moe = load_moe(f, p, d, n_expert_, n_ff_exp_, 0, ExpertAct::swiglu);
+      if (!l.moe.selection_bias) f.fail("tensor '" + p + "exp_probs_b.bias' is required by lfm2moe");
+    } else {
+      l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
+    }
     return l;
   }
 
@@ -121,10 +121,11 @@ class Lfm2Model final : public Model {
     matmul(l.out_proj, bx.data(), n, out, pool);
   }
 
-  ModelConfig cfg_;
   int32_t l_cache_ = 0;  // conv kernel length L
-  ops::Embeddings emb_;  // final norm: token_embd_norm.weight
   ops::AttnOptions attn_;
+  int32_t n_dense_ = 0;                  // lfm2moe: leading layers with a dense FFN
+  int64_t n_expert_ = 0, n_ff_exp_ = 0;  // lfm2moe: experts and their width (0: dense lfm2)
+  MoeOptions moe_opts_;
   std::vector<Lfm2Layer> layers_;
 };
 

@@ -1,9 +1,12 @@
-// Dense decoder family: llama (RoPE NORM) and qwen3 (per-head Q/K RMSNorm, RoPE NEOX).
-// Pre-norm GQA attention + SwiGLU FFN, full KV cache per layer.
+// Dense decoder family: pre-norm GQA attention + an FFN in every layer, full KV cache.
+//   llama     RoPE NORM; Llama 3 rope_freqs / YaRN / linear scaling when the file has them
+//   qwen2     RoPE NEOX, biases on Q, K, V
+//   qwen3     RoPE NEOX, per-head Q/K RMSNorm
+//   qwen3moe  qwen3 with a softmax-routed mixture of experts as every FFN
 #include <vector>
 
-#include "models/config.h"
-#include "models/ops.h"
+#include "models/decoder.h"
+#include "models/moe.h"
 #include "models/registry.h"
 
 namespace ws {
@@ -11,69 +14,66 @@ namespace {
 
 struct LlamaLayer {
   const float* attn_norm;  // [n_embd]
-  ops::AttnWeights attn;   // Q/K norms only in qwen3
+  ops::AttnWeights attn;   // Q/K norms in qwen3, biases in qwen2
   const float* ffn_norm;   // [n_embd]
-  ops::SwigluFfn ffn;
+  ops::SwigluFfn ffn;      // dense archs
+  MoeWeights moe;          // qwen3moe
 };
 
-class LlamaModel final : public Model {
+class LlamaModel final : public Decoder {
  public:
-  LlamaModel(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
+  LlamaModel(const gguf::File& f, const std::string& arch) : Decoder(read_common_config(f, arch)) {
+    const ArchKeys keys(f, arch);
     cfg_.rope_type = arch == "llama" ? RopeType::norm : RopeType::neox;
+    moe_ = arch == "qwen3moe";
+    if (moe_) {
+      cfg_.n_ff_per_layer.assign(size_t(cfg_.n_layer), 1);  // feed_forward_length is unused: the FFN is the MoE
+      moe_opts_.n_used = int32_t(keys.require_int("expert_used_count"));
+      n_expert_ = keys.require_int("expert_count");
+      n_ff_exp_ = keys.get_int("expert_feed_forward_length", cfg_.n_ff / moe_opts_.n_used);
+      if (moe_opts_.n_used > n_expert_) f.fail(arch + ".expert_used_count exceeds expert_count");
+    }
     require_attention_and_ffn(f, cfg_);
-    const int64_t d = cfg_.n_embd;
     emb_ = ops::load_embeddings(f, cfg_);
     attn_ = ops::attention_options(cfg_);
-    const bool qk_norm = arch == "qwen3";
+    ops::read_rope_scaling(f, arch, attn_.rope);
+    const bool qk_norm = arch == "qwen3" || arch == "qwen3moe";
+    const int64_t d = cfg_.n_embd;
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i) + ".";
+      const std::string p = layer_prefix(i);
       LlamaLayer l{};
       l.attn_norm = ops::vector_f32(f, p + "attn_norm.weight", d);
       l.attn = ops::load_attention(f, p, d, cfg_.n_head, cfg_.n_head_kv, cfg_.head_dim, qk_norm);
       l.ffn_norm = ops::vector_f32(f, p + "ffn_norm.weight", d);
-      l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
-      layers_.push_back(l);
+      if (moe_) l.moe = load_moe(f, p, d, n_expert_, n_ff_exp_, 0, ExpertAct::swiglu);
+      else l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
+      layers_.push_back(std::move(l));
     }
-  }
-
-  const ModelConfig& config() const override { return cfg_; }
-
-  SeqState make_state(const MemoryOptions& opts) const override {
-    std::vector<std::unique_ptr<LayerState>> layers;
-    for (int32_t i = 0; i < cfg_.n_layer; ++i)
-      layers.push_back(std::make_unique<FullKvState>(cfg_.n_head_kv, cfg_.head_dim, opts.kv_type, opts.kv_page_size));
-    return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
-  }
-
-  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
-               ThreadPool& pool) const override {
-    const int64_t n = batch.size(), d = cfg_.n_embd;
-    if (n == 0) return;
-    state.check_room(n);
-    std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
-    std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed input of a branch
-    std::vector<float> o(size_t(n * d));   // [n][n_embd] branch output
-    ops::embed_batch(emb_.tok_embd, batch, true, x.data());
-    ops::AttnOptions ao = attn_;
-    ao.non_causal = batch.non_causal;
-    for (size_t il = 0; il < layers_.size(); ++il) {
-      const LlamaLayer& l = layers_[il];
-      ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
-      ops::attention_block(l.attn, ao, static_cast<FullKvState&>(state.layer(il)), xn.data(), n, state.position(),
-                           o.data(), pool);
-      ops::add_scaled(x.data(), o.data(), n * d);
-      ops::rms_norm(x.data(), l.ffn_norm, xn.data(), n, d, cfg_.rms_eps);
-      ops::swiglu_ffn(l.ffn, xn.data(), n, o.data(), pool);
-      ops::add_scaled(x.data(), o.data(), n * d);
-    }
-    state.advance(int32_t(n));
-    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
+    non_causal_ok_ = true;
   }
 
  private:
-  ModelConfig cfg_;
-  ops::Embeddings emb_;
+  std::unique_ptr<LayerState> layer_memory(size_t, const MemoryOptions& opts) const override {
+    return full_kv_memory(cfg_.n_head_kv, cfg_.head_dim, opts);
+  }
+
+  void layer_forward(size_t il, float* x, LayerPass& p) const override {
+    const LlamaLayer& l = layers_[il];
+    ops::AttnOptions ao = attn_;
+    ao.non_causal = p.batch.non_causal;
+    pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
+      ops::attention_block(l.attn, ao, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+    });
+    pre_norm(x, l.ffn_norm, p, [&](const float* xn, float* out) {
+      if (moe_) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);
+      else ops::swiglu_ffn(l.ffn, xn, p.n, out, p.pool);
+    });
+  }
+
   ops::AttnOptions attn_;
+  bool moe_ = false;
+  MoeOptions moe_opts_;  // qwen3moe: softmax gating, weights normalised, no scale
+  int64_t n_expert_ = 0, n_ff_exp_ = 0;
   std::vector<LlamaLayer> layers_;
 };
 

@@ -107,7 +107,7 @@ void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& s
 
 std::unique_ptr<Model> make_mamba2_family(const gguf::File& f, const std::string& arch) {
   if (arch == "granitehybrid") return make_granite_hybrid(f, arch);
-  if (arch == "nemotron_h") return make_nemotron_h(f, arch);
+  if (arch == "nemotron_h" || arch == "nemotron_h_moe") return make_nemotron_h(f, arch);
   return make_mamba2(f, arch);
 }
 

@@ -69,25 +69,63 @@ void add_scaled(float* a, const float* b, int64_t n, float scale) {
   }
 }
 
-void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos0,
-          float base, RopeType type) {
-  if (type == RopeType::none || n_rot <= 0) return;
-  const float theta_scale = std::pow(base, -2.0f / float(n_rot));
+namespace {
+
+// ggml's YaRN correction dimension: the pair index whose wavelength fits n_rot_beta turns
+// into the original context, in f32 as ggml computes it.
+float yarn_corr_dim(int32_t n_rot, int32_t n_orig, float beta, float base) {
+  return float(n_rot) * std::log(float(n_orig) / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(base));
+}
+
+}  // namespace
+
+void read_rope_scaling(const gguf::File& f, const std::string& arch, RopeParams& r) {
+  if (const auto* t = optional_tensor(f, "rope_freqs.weight")) r.freq_factors = vector_f32(f, t->name, r.n_rot / 2);
+  const std::string type = f.get_string(arch + ".rope.scaling.type");
+  if (type.empty() || type == "none") return;
+  const double factor = f.get_float(arch + ".rope.scaling.factor", 0.0);
+  if (type != "linear" && type != "yarn")
+    f.fail(arch + ".rope.scaling.type '" + type + "' is not supported (supported: none, linear, yarn)");
+  if (factor <= 0.0) return;  // llama.cpp: no factor, no scaling
+  r.freq_scale = 1.0f / float(factor);
+  if (type == "yarn") {
+    r.yarn = true;
+    r.yarn_orig_ctx = int32_t(f.get_int(arch + ".rope.scaling.original_context_length", 0));
+    if (r.yarn_orig_ctx <= 0) f.fail(arch + ".rope.scaling.original_context_length is required for YaRN");
+  }
+}
+
+void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t pos0, const RopeParams& r) {
+  const int32_t n_rot = r.n_rot;
+  if (r.type == RopeType::none || n_rot <= 0) return;
+  const float theta_scale = std::pow(r.base, -2.0f / float(n_rot));
+  float corr_lo = 0.f, corr_hi = 0.f, mscale = 1.f;  // YaRN ramp ends and magnitude
+  if (r.yarn) {
+    corr_lo = std::max(0.0f, std::floor(yarn_corr_dim(n_rot, r.yarn_orig_ctx, r.yarn_beta_fast, r.base)));
+    corr_hi = std::min(float(n_rot - 1), std::ceil(yarn_corr_dim(n_rot, r.yarn_orig_ctx, r.yarn_beta_slow, r.base)));
+    mscale = 1.0f + 0.1f * std::log(1.0f / r.freq_scale);
+  }
   std::vector<float> cos_sin(static_cast<size_t>(n_rot));  // [n_rot/2][2]: cos, sin per rotated pair
   for (int64_t t = 0; t < n_tokens; ++t) {
     // theta_i = pos * theta_scale^i, built by repeated multiplication in f32 as GGUF
     // runtimes do, so the angles match theirs to the last bit.
     float theta = float(pos0 + t);
     for (int32_t i = 0; i < n_rot / 2; ++i) {
-      cos_sin[2 * i] = std::cos(theta);
-      cos_sin[2 * i + 1] = std::sin(theta);
+      const float extrap = r.freq_factors ? theta / r.freq_factors[i] : theta;
+      float th = r.freq_scale * extrap;
+      if (r.yarn) {
+        const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, (float(i) - corr_lo) / std::max(0.001f, corr_hi - corr_lo)));
+        th = th * (1.0f - ramp) + extrap * ramp;
+      }
+      cos_sin[2 * i] = std::cos(th) * mscale;
+      cos_sin[2 * i + 1] = std::sin(th) * mscale;
       theta *= theta_scale;
     }
     for (int32_t h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * head_dim;
       for (int32_t i = 0; i < n_rot / 2; ++i) {
-        const int32_t a = type == RopeType::norm ? 2 * i : i;
-        const int32_t b = type == RopeType::norm ? 2 * i + 1 : i + n_rot / 2;
+        const int32_t a = r.type == RopeType::norm ? 2 * i : i;
+        const int32_t b = r.type == RopeType::norm ? 2 * i + 1 : i + n_rot / 2;
         const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
         const float x0 = v[a], x1 = v[b];
         v[a] = x0 * c - x1 * s;
@@ -339,6 +377,10 @@ AttnWeights load_attention(const gguf::File& f, const std::string& p, int64_t n_
     w.q_norm = vector_f32(f, p + "attn_q_norm.weight", hd);
     w.k_norm = vector_f32(f, p + "attn_k_norm.weight", hd);
   }
+  w.bq = optional_vector_f32(f, p + "attn_q.bias", w.wq.rows);
+  w.bk = optional_vector_f32(f, p + "attn_k.bias", w.wk.rows);
+  w.bv = optional_vector_f32(f, p + "attn_v.bias", w.wv.rows);
+  w.bo = optional_vector_f32(f, p + "attn_output.bias", n_embd);
   return w;
 }
 
@@ -346,9 +388,9 @@ AttnOptions attention_options(const ModelConfig& c) {
   AttnOptions o;
   o.n_head = c.n_head;
   o.eps = c.rms_eps;
-  o.rope = c.rope_type;
-  o.n_rot = c.n_rot;
-  o.rope_base = c.rope_base;
+  o.rope.type = c.rope_type;
+  o.rope.n_rot = c.n_rot;
+  o.rope.base = c.rope_base;
   o.scale = c.head_dim > 0 ? 1.0f / std::sqrt(float(c.head_dim)) : 1.f;
   return o;
 }
@@ -358,8 +400,8 @@ void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, f
   const int32_t hd = kv.head_dim(), n_kv = kv.n_kv_heads();
   if (w.q_norm) rms_norm(q, w.q_norm, q, n * o.n_head, hd, o.eps);
   if (w.k_norm) rms_norm(k, w.k_norm, k, n * n_kv, hd, o.eps);
-  rope(q, n, o.n_head, hd, o.n_rot, pos0, o.rope_base, o.rope);
-  rope(k, n, n_kv, hd, o.n_rot, pos0, o.rope_base, o.rope);
+  rope(q, n, o.n_head, hd, pos0, o.rope);
+  rope(k, n, n_kv, hd, pos0, o.rope);
   if (o.q_scale != 1.f)
     for (int64_t i = 0; i < n * o.n_head * hd; ++i) q[i] *= o.q_scale;
   kv.append(k, v, int32_t(n));
@@ -371,11 +413,26 @@ void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, co
   const int64_t nq = int64_t(o.n_head) * kv.head_dim(), nkv = kv.row_size();
   std::vector<float> q(size_t(n * nq)), attn(size_t(n * nq));  // [n][n_head][hd] queries, attention output
   std::vector<float> k(size_t(n * nkv)), v(size_t(n * nkv));   // [n][n_kv][hd] new keys, values
-  matmul(w.wq, xn, n, q.data(), pool);
-  matmul(w.wk, xn, n, k.data(), pool);
-  matmul(w.wv, xn, n, v.data(), pool);
+  linear(w.wq, w.bq, xn, n, q.data(), pool);
+  linear(w.wk, w.bk, xn, n, k.data(), pool);
+  linear(w.wv, w.bv, xn, n, v.data(), pool);
   attend(w, o, kv, q.data(), k.data(), v.data(), n, pos0, attn.data(), pool);
-  matmul(w.wo, attn.data(), n, out, pool);
+  linear(w.wo, w.bo, attn.data(), n, out, pool);
+}
+
+void add_bias(float* y, const float* b, int64_t n, int64_t d) {
+  if (!b) return;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < d; ++i) y[t * d + i] += b[i];
+}
+
+void linear(const Matrix& w, const float* b, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  matmul(w, x, n, y, pool);
+  add_bias(y, b, n, w.rows);
+}
+
+const float* optional_vector_f32(const gguf::File& f, const std::string& name, int64_t n) {
+  return optional_tensor(f, name) ? vector_f32(f, name, n) : nullptr;
 }
 
 const gguf::TensorInfo* optional_tensor(const gguf::File& f, const std::string& name) {

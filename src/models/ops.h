@@ -33,10 +33,27 @@ void silu_rows(float* x, int64_t n, int64_t d, ThreadPool& pool);
 void l2_norm(float* x, int64_t n, int64_t d, float eps);
 // a[i] += b[i] * scale.
 void add_scaled(float* a, const float* b, int64_t n, float scale = 1.f);
+// How positions rotate Q and K. Pair i of the n_rot rotated dims turns by
+// theta_i = pos * base^(-2i/n_rot) / freq_factors[i], then, with context extension:
+// linear: theta * freq_scale; YaRN: a per-pair ramp between theta * freq_scale and theta
+// (ggml's rope_yarn: corr dims from beta_fast/beta_slow), cos and sin times
+// 1 + 0.1 ln(1/freq_scale).
+struct RopeParams {
+  RopeType type = RopeType::none;
+  int32_t n_rot = 0;                    // rotated dims per head (the rest pass through)
+  float base = 10000.f;
+  const float* freq_factors = nullptr;  // [n_rot/2] angle divisors (rope_freqs.weight), or null
+  float freq_scale = 1.f;               // 1 / rope.scaling.factor (linear and YaRN)
+  bool yarn = false;
+  int32_t yarn_orig_ctx = 0;            // rope.scaling.original_context_length
+  float yarn_beta_fast = 32.f, yarn_beta_slow = 1.f;
+};
+// Reads rope.scaling.{type,factor,original_context_length} and rope_freqs.weight (when
+// present) into r; refuses scaling types it does not implement, by name.
+void read_rope_scaling(const gguf::File& f, const std::string& arch, RopeParams& r);
 // Rotates the first n_rot dims of each head of x: [n_tokens][n_heads][head_dim],
 // token t at position pos0 + t.
-void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos0,
-          float base, RopeType type);
+void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t pos0, const RopeParams& r);
 
 struct AttentionParams {
   int32_t n_head = 0;
@@ -103,6 +120,11 @@ struct AttnWeights {
   Matrix wo;                      // [n_embd, n_head * hd]
   const float* q_norm = nullptr;  // [hd] per-head RMSNorm of Q, or null
   const float* k_norm = nullptr;  // [hd] per-head RMSNorm of K, or null
+  // Optional biases (Qwen2, gpt-oss), loaded when the file has them, else null.
+  const float* bq = nullptr;      // [q_factor * n_head * hd]
+  const float* bk = nullptr;      // [n_kv * hd]
+  const float* bv = nullptr;      // [n_kv * hd]
+  const float* bo = nullptr;      // [n_embd]
 };
 AttnWeights load_attention(const gguf::File& f, const std::string& prefix, int64_t n_embd, int32_t n_head,
                            int32_t n_kv, int32_t head_dim, bool qk_norm, int64_t q_factor = 1);
@@ -110,9 +132,7 @@ AttnWeights load_attention(const gguf::File& f, const std::string& prefix, int64
 struct AttnOptions {
   int32_t n_head = 0;
   float eps = 1e-5f;               // of the Q/K norms
-  RopeType rope = RopeType::none;
-  int32_t n_rot = 0;
-  float rope_base = 10000.f;
+  RopeParams rope;
   float scale = 1.f;               // multiplies q.k before the softmax
   float q_scale = 1.f;             // multiplies Q after RoPE (Gemma 3 scales Q, not the scores)
   int32_t window = 0;              // sliding window, 0 = all positions
@@ -126,6 +146,13 @@ void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, f
 // The whole block: out = wo(attend(wq xn, wk xn, wv xn)). xn, out: [n][n_embd].
 void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,
                      float* out, ThreadPool& pool);
+
+// y[t][i] += b[i] for n rows of d (no-op when b is null).
+void add_bias(float* y, const float* b, int64_t n, int64_t d);
+// y = W x (+ b): matmul followed by add_bias.
+void linear(const Matrix& w, const float* b, const float* x, int64_t n, float* y, ThreadPool& pool);
+// The optional "{name}" F32 vector of n elements, or null when the file does not have it.
+const float* optional_vector_f32(const gguf::File& f, const std::string& name, int64_t n);
 
 // Dense-weight helpers that turn a GGUF tensor into a Matrix / norm vector, checking
 // shape and type with errors that name the tensor.

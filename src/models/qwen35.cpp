@@ -4,12 +4,14 @@
 // Full attention layers keep paged KV; GDN layers keep one RecurrentState holding the
 // causal-conv tail and the delta-net state matrix of every v-head. The recurrence runs
 // token by token in a fixed order, so a token's result never depends on the micro-batch.
+// qwen35moe (Qwen3.5-35B-A3B): the same mixers; every FFN is a softmax-routed mixture of
+// experts plus a shared expert gated by sigmoid(ffn_gate_inp_shexp . u).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "models/config.h"
-#include "models/ops.h"
+#include "models/decoder.h"
+#include "models/moe.h"
 #include "models/registry.h"
 
 namespace ws {
@@ -40,14 +42,23 @@ struct Qwen35Layer {
   const float* ssm_a;            // [Hv] = -exp(A_log)
   const float* ssm_norm;         // [dv]
   Matrix wssm_out;               // [n_embd, Hv * dv]
-  ops::SwigluFfn ffn;
+  ops::SwigluFfn ffn;            // qwen35
+  MoeWeights moe;                // qwen35moe
 };
 
-class Qwen35Model final : public Model {
+class Qwen35Model final : public Decoder {
  public:
-  Qwen35Model(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
+  Qwen35Model(const gguf::File& f, const std::string& arch) : Decoder(read_common_config(f, arch)) {
     cfg_.rope_type = RopeType::neox;  // IMROPE with equal position components == NEOX over n_rot dims
     const ArchKeys keys(f, arch);
+    if (arch == "qwen35moe") {
+      n_expert_ = keys.require_int("expert_count");
+      n_ff_exp_ = keys.require_int("expert_feed_forward_length");
+      n_ff_shared_ = keys.get_int("expert_shared_feed_forward_length", 0);
+      moe_opts_.n_used = int32_t(keys.require_int("expert_used_count"));
+      if (moe_opts_.n_used > n_expert_) f.fail(arch + ".expert_used_count exceeds expert_count");
+      cfg_.n_ff_per_layer.assign(size_t(cfg_.n_layer), 1);  // no dense FFN: feed_forward_length is not written
+    }
     require_attention_and_ffn(f, cfg_);
     interval_ = int32_t(keys.require_int("full_attention_interval"));
     gdn_.n_k_heads = int32_t(keys.require_int("ssm.group_count"));
@@ -64,51 +75,28 @@ class Qwen35Model final : public Model {
     for (int32_t i = 0; i < cfg_.n_layer; ++i) layers_.push_back(load_layer(f, i));
   }
 
-  const ModelConfig& config() const override { return cfg_; }
-
-  SeqState make_state(const MemoryOptions& opts) const override {
-    std::vector<std::unique_ptr<LayerState>> layers;  // [n_layer]
-    for (const auto& l : layers_) {
-      if (l.full_attn) {
-        layers.push_back(std::make_unique<FullKvState>(cfg_.n_head_kv, cfg_.head_dim, opts.kv_type, opts.kv_page_size));
-      } else {
-        // buffer 0: conv tail [conv_k-1][conv_ch]; buffer 1: S [Hv][dk][dv]
-        layers.push_back(std::make_unique<RecurrentState>(std::vector<size_t>{
-            size_t(gdn_.conv_k - 1) * size_t(gdn_.conv_ch()),
-            size_t(gdn_.n_v_heads) * size_t(gdn_.dk) * size_t(gdn_.dv)}));
-      }
-    }
-    return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
-  }
-
-  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
-               ThreadPool& pool) const override {
-    const int64_t n = batch.size(), d = cfg_.n_embd;
-    if (n == 0) return;
-    state.check_room(n);
-    std::vector<float> x(size_t(n * d));   // [n][n_embd] residual stream
-    std::vector<float> xn(size_t(n * d));  // [n][n_embd] normed input of a sub-block
-    std::vector<float> o(size_t(n * d));   // [n][n_embd] sub-block output
-    ops::embed_batch(emb_.tok_embd, batch, false, x.data());
-    for (size_t il = 0; il < layers_.size(); ++il) {
-      const Qwen35Layer& l = layers_[il];
-      ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, d, cfg_.rms_eps);
-      if (l.full_attn)
-        attention(l, static_cast<FullKvState&>(state.layer(il)), xn.data(), n, state.position(), o.data(), pool);
-      else
-        delta_net(l, static_cast<RecurrentState&>(state.layer(il)), xn.data(), n, o.data(), pool);
-      ops::add_scaled(x.data(), o.data(), n * d);
-      ops::rms_norm(x.data(), l.post_norm, xn.data(), n, d, cfg_.rms_eps);
-      ops::swiglu_ffn(l.ffn, xn.data(), n, o.data(), pool);
-      ops::add_scaled(x.data(), o.data(), n * d);
-    }
-    state.advance(int32_t(n));
-    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
-  }
-
  private:
+  std::unique_ptr<LayerState> layer_memory(size_t il, const MemoryOptions& opts) const override {
+    if (layers_[il].full_attn) return full_kv_memory(cfg_.n_head_kv, cfg_.head_dim, opts);
+    // buffer 0: conv tail [conv_k-1][conv_ch]; buffer 1: S [Hv][dk][dv]
+    return recurrent_memory({size_t(gdn_.conv_k - 1) * size_t(gdn_.conv_ch()),
+                             size_t(gdn_.n_v_heads) * size_t(gdn_.dk) * size_t(gdn_.dv)});
+  }
+
+  void layer_forward(size_t il, float* x, LayerPass& p) const override {
+    const Qwen35Layer& l = layers_[il];
+    pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
+      if (l.full_attn) attention(l, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+      else delta_net(l, p.memory<RecurrentState>(il), xn, p.n, out, p.pool);
+    });
+    pre_norm(x, l.post_norm, p, [&](const float* xn, float* out) {
+      if (n_expert_ > 0) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);
+      else ops::swiglu_ffn(l.ffn, xn, p.n, out, p.pool);
+    });
+  }
+
   Qwen35Layer load_layer(const gguf::File& f, int32_t i) const {
-    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::string p = layer_prefix(i);
     const int64_t d = cfg_.n_embd;
     Qwen35Layer l{};
     l.full_attn = (i + 1) % interval_ == 0;
@@ -129,7 +117,8 @@ class Qwen35Model final : public Model {
       l.ssm_norm = ops::vector_f32(f, p + "ssm_norm.weight", gdn_.dv);
       l.wssm_out = ops::matrix(f, p + "ssm_out.weight", gdn_.v_dim(), d);
     }
-    l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
+    if (n_expert_ > 0) l.moe = load_moe(f, p, d, n_expert_, n_ff_exp_, n_ff_shared_, ExpertAct::swiglu);
+    else l.ffn = ops::load_swiglu(f, p, d, cfg_.n_ff);
     return l;
   }
 
@@ -219,11 +208,11 @@ class Qwen35Model final : public Model {
     matmul(l.wssm_out, o.data(), n, out, pool);
   }
 
-  ModelConfig cfg_;
   GdnShape gdn_;
   int32_t interval_ = 0;  // every interval-th layer is full attention
-  ops::Embeddings emb_;
   ops::AttnOptions attn_;
+  int64_t n_expert_ = 0, n_ff_exp_ = 0, n_ff_shared_ = 0;  // qwen35moe
+  MoeOptions moe_opts_;  // softmax gating, weights normalised, no scale
   std::vector<Qwen35Layer> layers_;
 };
 

@@ -14,14 +14,19 @@ struct ArchEntry {
 };
 constexpr ArchEntry kArchs[] = {
     {"llama", make_llama_family},
+    {"qwen2", make_llama_family},
     {"qwen3", make_llama_family},
+    {"qwen3moe", make_llama_family},
     {"mamba2", make_mamba2_family},
     {"granitehybrid", make_mamba2_family},
     {"nemotron_h", make_mamba2_family},
+    {"nemotron_h_moe", make_mamba2_family},
     {"gemma3", make_gemma3},
     {"mamba", make_mamba},
     {"lfm2", make_lfm2},
+    {"lfm2moe", make_lfm2},
     {"qwen35", make_qwen35},
+    {"qwen35moe", make_qwen35},
 };
 
 }  // namespace
