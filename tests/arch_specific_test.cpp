@@ -8,10 +8,15 @@
 //   * LFM2's quantized fixtures pass the generic exactness checks too.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <set>
 
+#include "gguf/writer.h"
 #include "model_fixtures.h"
+#include "not_supported.h"
 
 using namespace ws;
 using namespace ws::test;
@@ -19,9 +24,12 @@ using namespace ws::test;
 namespace {
 
 // Architectures with layers that cannot be truncated (recurrent, conv, delta net).
-const std::vector<std::string> kRecurrentArchs = {"lfm2", "qwen35", "mamba", "mamba2", "granitehybrid", "nemotron_h"};
-const std::vector<std::string> kAllArchs = {"gemma3", "granitehybrid", "lfm2",  "llama", "mamba",
-                                            "mamba2", "nemotron_h",    "qwen3", "qwen35"};
+const std::vector<std::string> kRecurrentArchs = {"lfm2",          "lfm2moe",    "qwen35",        "qwen35moe", "mamba",
+                                                 "mamba2",        "granitehybrid", "nemotron_h", "nemotron_h_moe"};
+const std::vector<std::string> kAllArchs = {"gemma3", "gemma4",   "gpt-oss",    "granitehybrid",  "lfm2",
+                                            "lfm2moe", "llama",   "mamba",      "mamba2",         "nemotron_h",
+                                            "nemotron_h_moe", "qwen2", "qwen3", "qwen3moe",       "qwen35",
+                                            "qwen35moe"};
 
 // A model loaded from the F32 fixture of one architecture, with its longest probe and
 // the logits of a straight run over it.
@@ -84,8 +92,8 @@ TEST_P(RecurrentArch, RefusesTruncationBelowPosition) {
 
 // The memory kind each layer of `arch` should declare, from the file's own keys.
 LayerKind expected_kind(const gguf::File& f, const std::string& arch, size_t layer, size_t n_layers) {
-  if (arch == "qwen35") {  // full attention every full_attention_interval layers, delta net otherwise
-    const int64_t interval = f.get_int("qwen35.full_attention_interval", 0);
+  if (arch.rfind("qwen35", 0) == 0) {  // full attention every full_attention_interval layers, delta net otherwise
+    const int64_t interval = f.get_int(arch + ".full_attention_interval", 0);
     return interval > 0 && (layer + 1) % size_t(interval) == 0 ? LayerKind::full_kv : LayerKind::recurrent;
   }
   const auto kv = f.get_ints(arch + ".attention.head_count_kv");  // per layer in hybrids
@@ -103,7 +111,7 @@ TEST_P(RecurrentArch, LayerMemoryKinds) {
     SCOPED_TRACE("layer " + std::to_string(i));
     const LayerState& l = s.layer(i);
     EXPECT_EQ(l.kind(), expected_kind(*file_, GetParam(), i, s.n_layers()));
-    const bool mlp_only = GetParam() == "nemotron_h" && ff.size() == s.n_layers() && ff[i] > 0;
+    const bool mlp_only = GetParam().rfind("nemotron_h", 0) == 0 && ff.size() == s.n_layers() && ff[i] > 0;
     if (l.kind() == LayerKind::recurrent) {
       EXPECT_EQ(l.bytes() == 0, mlp_only);
     }
@@ -112,7 +120,7 @@ TEST_P(RecurrentArch, LayerMemoryKinds) {
   for (size_t i = 0; i < s.n_layers(); ++i) EXPECT_EQ(s.layer(i).position(), 9) << "layer " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, AnyArch, ::testing::ValuesIn(kAllArchs), [](const auto& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, AnyArch, ::testing::ValuesIn(kAllArchs), [](const auto& i) { return param_name(i.param); });
 INSTANTIATE_TEST_SUITE_P(Fixtures, RecurrentArch, ::testing::ValuesIn(kRecurrentArchs),
                          [](const auto& i) { return i.param; });
 
@@ -121,6 +129,62 @@ TEST(ArchFixtures, EveryArchitectureHasAnF32Golden) {
   for (const auto& g : golden_fixtures())
     if (g.f32) seen.insert(g.arch);
   for (const auto& arch : kAllArchs) EXPECT_TRUE(seen.count(arch)) << arch;
+}
+
+// A copy of `src` at `path` without tensor `drop` (if set) and with tensor `grow`'s first
+// dimension one larger (its data zero-padded per row), everything else unchanged.
+void write_variant(const gguf::File& src, const std::string& path, const std::string& drop, const std::string& grow) {
+  gguf::Writer w;
+  w.copy_metadata(src);
+  std::vector<std::vector<uint8_t>> data;  // [tensors] bytes to write, in add order
+  for (const auto& t : src.tensors()) {
+    if (t.name == drop) continue;
+    std::vector<int64_t> ne = t.ne;
+    std::vector<uint8_t> bytes(t.data, t.data + t.nbytes);
+    if (t.name == grow) {
+      const size_t row = size_t(ne[0]) * 4, rows = size_t(t.rows());
+      std::vector<uint8_t> wide(rows * (row + 4), 0);
+      for (size_t r = 0; r < rows; ++r) std::copy_n(t.data + r * row, row, wide.data() + r * (row + 4));
+      bytes = std::move(wide);
+      ++ne[0];
+    }
+    w.add_tensor(t.name, ne, t.type);
+    data.push_back(std::move(bytes));
+  }
+  w.open(path);
+  for (const auto& d : data) w.write_tensor(d);
+  w.finish();
+}
+
+// A missing or misshapen tensor is refused at load with its name (and, for a wrong shape,
+// what was expected): for one F32 fixture per architecture, the first matrix of block 1.
+TEST(ArchFixtures, MissingOrMisshapenTensorIsNamed) {
+  std::set<std::string> seen;
+  const std::string path = (std::filesystem::temp_directory_path() / ("ws-broken-" + std::to_string(::getpid()) + ".gguf")).string();
+  for (const auto& g : golden_fixtures()) {
+    if (!g.f32 || !seen.insert(g.arch).second) continue;
+    const auto f = gguf::File::open(g.model);
+    if (skip_not_supported(f, g.model)) continue;
+    std::string victim;
+    for (const auto& t : f.tensors())
+      if (t.name.rfind("blk.1.", 0) == 0 && t.ne.size() >= 2 && (victim.empty() || t.name < victim)) victim = t.name;
+    ASSERT_FALSE(victim.empty()) << g.model;
+    SCOPED_TRACE(g.arch + ": " + victim);
+    for (const bool drop : {true, false}) {
+      write_variant(f, path, drop ? victim : "", drop ? "" : victim);
+      const auto broken = gguf::File::open(path);
+      try {
+        load_model(broken);
+        ADD_FAILURE() << (drop ? "loaded without " : "loaded with a misshapen ") << victim;
+      } catch (const gguf::GgufError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("'" + victim + "'"), std::string::npos) << msg;
+        if (!drop) EXPECT_NE(msg.find("expected"), std::string::npos) << msg;
+      }
+    }
+  }
+  std::filesystem::remove(path);
+  EXPECT_GE(seen.size(), 2u);
 }
 
 // Every model file in the fixtures loads and gives finite logits up to its last token id;
@@ -134,7 +198,13 @@ TEST(ArchFixtures, EveryModelFileLoads) {
     if (e.path().extension() != ".gguf" || stem.rfind("mmproj", 0) == 0) continue;
     SCOPED_TRACE(stem);
     const auto f = gguf::File::open(e.path().string());
-    const auto model = load_model(f);
+    std::unique_ptr<Model> model;
+    try {
+      model = load_model(f);
+    } catch (const gguf::GgufError&) {
+      if (skip_not_supported(f, stem)) continue;  // refused, and listed
+      throw;
+    }
     const auto* toks = f.find("tokenizer.ggml.tokens");
     ASSERT_NE(toks, nullptr);
     EXPECT_EQ(size_t(model->config().n_vocab), toks->as_array().items.size());

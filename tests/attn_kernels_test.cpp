@@ -66,6 +66,17 @@ TEST(AttnKernels, SimdMatchesScalar) {
     const float m = *std::max_element(s0.begin(), s0.end());
     EXPECT_NEAR(softmax_exp(e0.data(), n, m, Isa::scalar), softmax_exp(e1.data(), n, m, Isa::avx2), 1e-5f * n);
     for (int32_t j = 0; j < n; ++j) EXPECT_NEAR(e0[j], e1[j], 1e-6f);
+    for (float sink : {m - 3.f, m + 2.f}) {  // a sink below and above the largest score
+      std::vector<float> x0 = s0, x1 = s0;
+      const float ms = std::max(m, sink);
+      const float sum0 = softmax_exp(x0.data(), n, ms, Isa::scalar, &sink);
+      const float sum1 = softmax_exp(x1.data(), n, ms, Isa::avx2, &sink);
+      double want = std::exp(double(sink) - ms);  // float64: the keys' exps plus the sink's
+      for (int32_t j = 0; j < n; ++j) want += std::exp(double(s0[j]) - ms);
+      EXPECT_NEAR(sum0, want, 1e-5 * n);
+      EXPECT_NEAR(sum1, want, 1e-5 * n);
+      for (int32_t j = 0; j < n; ++j) EXPECT_NEAR(x0[j], x1[j], 1e-6f);
+    }
     attn_accumulate(e0.data(), {data, size_t(hd), f16, n}, hd, o0.data(), Isa::scalar);
     attn_accumulate(e0.data(), {data, size_t(hd), f16, n}, hd, o1.data(), Isa::avx2);
     for (int32_t d = 0; d < hd; ++d) EXPECT_NEAR(o0[d], o1[d], 1e-4f);
@@ -90,7 +101,7 @@ TEST(AttnKernels, SsmRowUpdateMatchesScalar) {
 TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
   for (int32_t hd : {16, 64, 80, 256}) {
     if (!attn_group_supported(hd)) GTEST_SKIP() << "no AVX2";
-    for (bool f16 : {false, true}) {
+    for (bool f16 : {false, true}) for (bool with_sink : {false, true}) {
       const int32_t n = 150, split = 61;  // keys, first span
       const auto kf = random_vec(size_t(n * hd), 20), vf = random_vec(size_t(n * hd), 21);
       std::vector<uint16_t> kh(kf.size()), vh(vf.size());  // [n][hd] f16 copies
@@ -105,11 +116,15 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
       const auto q = random_vec(size_t(nq * hd), 22);  // [nq][hd]
       int32_t lo[16], hi[16];
       for (int i = 0; i < 16; ++i) lo[i] = i < nq ? 3 * i : 1, hi[i] = i < nq ? n - 1 - 5 * i : 0;
+      float sinks[16];  // per query: query 0's far above every score (it takes the max), the rest among them
+      for (int i = 0; i < 16; ++i) sinks[i] = i == 0 ? 8.f : 0.3f * float(i) - 1.f;
       auto run = [&](int i0, int cnt, std::vector<float>& out /* [nq][hd] */) {
         std::vector<float> qt(size_t(hd) * 16, 0.f), s(size_t(n) * 16);  // [hd][16], [n][16]
         int32_t l[16], h[16];
+        float snk[16];  // [16] the lanes' sink logits
         float* outs[16];
         for (int i = 0; i < 16; ++i) l[i] = i < cnt ? lo[i0 + i] : 1, h[i] = i < cnt ? hi[i0 + i] : 0;
+        for (int i = 0; i < 16; ++i) snk[i] = i < cnt ? sinks[i0 + i] : 0.f;
         for (int i = 0; i < cnt; ++i) {
           for (int32_t d = 0; d < hd; ++d) qt[size_t(d) * 16 + i] = q[size_t((i0 + i) * hd + d)];
           outs[i] = out.data() + size_t(i0 + i) * hd;
@@ -117,23 +132,23 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
         }
         attn_group_scores(qt.data(), cnt, span(kd, 0, split), hd, 0.125f, s.data());
         attn_group_scores(qt.data(), cnt, span(kd, split, n - split), hd, 0.125f, s.data() + split * 16);
-        attn_group_softmax(s.data(), n, l, h);
+        attn_group_softmax(s.data(), n, l, h, with_sink ? snk : nullptr);
         attn_group_accumulate(s.data(), cnt, span(vd, 0, split), hd, outs);
         attn_group_accumulate(s.data() + split * 16, cnt, span(vd, split, n - split), hd, outs);
       };
       std::vector<float> grouped(size_t(nq * hd)), alone(size_t(nq * hd));  // [nq][hd]
       run(0, nq, grouped);
       for (int i = 0; i < nq; ++i) run(i, 1, alone);
-      ASSERT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4)) << "hd " << hd;
+      ASSERT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4)) << "hd " << hd << " sink " << with_sink;
       std::vector<float> half(size_t(nq * hd), 0.f);  // a group of 6: lanes form, one 8-lane half on AVX2
       run(0, 6, half);
-      ASSERT_EQ(0, std::memcmp(half.data(), alone.data(), size_t(6 * hd) * 4)) << "hd " << hd;
+      ASSERT_EQ(0, std::memcmp(half.data(), alone.data(), size_t(6 * hd) * 4)) << "hd " << hd << " sink " << with_sink;
       for (int i = 0; i < nq; ++i) {  // float64 reference on the stored (rounded) K/V
         auto kv = [&](const std::vector<float>& f, const std::vector<uint16_t>& h, size_t idx) {
           return f16 ? double(f16_to_f32(h[idx])) : double(f[idx]);
         };
         std::vector<double> w(size_t(n), 0.0);
-        double mx = -1e300, sum = 0;
+        double mx = with_sink ? double(sinks[i]) : -1e300, sum = 0;  // the max includes the sink
         for (int32_t j = lo[i]; j <= hi[i]; ++j) {
           double dot = 0;
           for (int32_t d = 0; d < hd; ++d) dot += double(q[size_t(i * hd + d)]) * kv(kf, kh, size_t(j * hd + d));
@@ -141,10 +156,12 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
           mx = std::max(mx, w[size_t(j)]);
         }
         for (int32_t j = lo[i]; j <= hi[i]; ++j) sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
+        if (with_sink) sum += std::exp(double(sinks[i]) - mx);
         for (int32_t d = 0; d < hd; ++d) {
           double o = 0;
           for (int32_t j = lo[i]; j <= hi[i]; ++j) o += w[size_t(j)] / sum * kv(vf, vh, size_t(j * hd + d));
-          ASSERT_NEAR(grouped[size_t(i * hd + d)], o, 1e-4) << "hd " << hd << " query " << i << " d " << d;
+          ASSERT_NEAR(grouped[size_t(i * hd + d)], o, 1e-4)
+              << "hd " << hd << " sink " << with_sink << " query " << i << " d " << d;
         }
       }
     }
@@ -153,12 +170,12 @@ TEST(AttnKernels, GroupedQueriesMatchReferenceAndAreGroupIndependent) {
 
 // The AVX2 and AVX-512 group kernels promise one float sequence: a machine with AVX-512
 // runs both on the same inputs (decode-sized and batch-sized groups, f32 and f16 K/V,
-// ragged visible ranges) and they must agree bit for bit.
+// ragged visible ranges, with and without sinks) and they must agree bit for bit.
 TEST(AttnKernels, GroupedKernelsAgreeAcrossIsas) {
   if (!attn_group_supported(64) || !detail::cpu_has_vnni()) GTEST_SKIP() << "needs AVX-512 to compare with";
   for (int32_t hd : {16, 64, 256}) {
     for (bool f16 : {false, true}) {
-      for (int nq : {1, 3, 4, 7, 9, 16}) {
+      for (int nq : {1, 3, 4, 7, 9, 16}) for (bool with_sink : {false, true}) {
         const int32_t n = 77;
         const auto kf = random_vec(size_t(n * hd), 30), vf = random_vec(size_t(n * hd), 31);
         std::vector<uint16_t> kh(kf.size()), vh(vf.size());  // [n][hd] f16 copies
@@ -168,6 +185,9 @@ TEST(AttnKernels, GroupedKernelsAgreeAcrossIsas) {
         const auto qt = random_vec(size_t(hd) * 16, 32);  // [hd][16] (all lanes set: unused ones must not matter)
         int32_t lo[16], hi[16];
         for (int i = 0; i < 16; ++i) lo[i] = i < nq ? i % 5 : 1, hi[i] = i < nq ? n - 1 - 2 * i : 0;
+        float sinks[16];  // [16] per-lane sink logits: some above every score, some among them
+        for (int i = 0; i < 16; ++i) sinks[i] = i % 3 == 0 ? 6.f : 0.5f * float(i % 7) - 1.f;
+        const float* sink = with_sink ? sinks : nullptr;
         std::vector<float> out_avx2(size_t(nq * hd), 0.f), out_avx512 = out_avx2;  // [nq][hd]
         auto run = [&](bool avx512, std::vector<float>& out) {
           std::vector<float> s(size_t(n) * 16);  // [n][16]
@@ -175,18 +195,18 @@ TEST(AttnKernels, GroupedKernelsAgreeAcrossIsas) {
           for (int i = 0; i < nq; ++i) outs[i] = out.data() + size_t(i) * hd;
           if (avx512) {
             detail::attn_group_scores_avx512(qt.data(), nq, k, hd, 0.2f, s.data());
-            detail::attn_group_softmax_avx512(s.data(), n, lo, hi);
+            detail::attn_group_softmax_avx512(s.data(), n, lo, hi, sink);
             detail::attn_group_accumulate_avx512(s.data(), nq, v, hd, outs);
           } else {
             detail::attn_group_scores_avx2(qt.data(), nq, k, hd, 0.2f, s.data());
-            detail::attn_group_softmax_avx2(s.data(), n, lo, hi);
+            detail::attn_group_softmax_avx2(s.data(), n, lo, hi, sink);
             detail::attn_group_accumulate_avx2(s.data(), nq, v, hd, outs);
           }
         };
         run(false, out_avx2);
         run(true, out_avx512);
         ASSERT_EQ(0, std::memcmp(out_avx2.data(), out_avx512.data(), out_avx2.size() * 4))
-            << "hd " << hd << " f16 " << f16 << " nq " << nq;
+            << "hd " << hd << " f16 " << f16 << " nq " << nq << " sink " << with_sink;
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "model_fixtures.h"
+#include "not_supported.h"
 
 namespace fs = std::filesystem;
 
@@ -46,7 +47,8 @@ struct TempDir {
 std::map<std::string, std::pair<std::string, std::vector<int>>> models_by_arch() {
   std::map<std::string, std::pair<std::string, std::vector<int>>> out;
   for (const auto& g : ws::test::golden_fixtures())
-    if (g.f32 && !out.count(g.arch)) out[g.arch] = {g.model, ws::read_golden(g.golden).at(1).tokens};
+    if (g.f32 && !out.count(g.arch) && !ws::test::skip_not_supported(ws::gguf::File::open(g.model), g.model))
+      out[g.arch] = {g.model, ws::read_golden(g.golden).at(1).tokens};
   return out;
 }
 

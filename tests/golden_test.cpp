@@ -14,6 +14,7 @@
 #include "engine/logit_report.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "not_supported.h"
 
 namespace fs = std::filesystem;
 using namespace ws;
@@ -50,6 +51,11 @@ Tolerance tolerance_for(const gguf::File& f) {
   // difference upstream can flip one fp16 step: fixtures README section 5 sizes its max
   // at <= 5e-3 even for an exact reproduction of the table.
   if (f.get_string("general.architecture") == "gemma3") return {"f32", 5e-3, 1e-4, 1e-3, 0.99};
+  // gemma4 has the same table in its FFN and in the per-layer-embedding gate, whose output
+  // feeds an RMSNorm over a P-wide vector that amplifies a flipped step a little more
+  // (README section 5: llama.cpp moves itself by up to 5.7e-3 at n_ubatch 1, 3.2e-3 on a
+  // restore); the same max as gemma3.
+  if (f.get_string("general.architecture") == "gemma4") return {"f32", 5e-3, 1e-4, 1e-3, 0.99};
   return {"f32", 1e-3, 1e-4, 1e-3, 0.99};
 }
 
@@ -91,20 +97,21 @@ TEST_P(GoldenLogits, MatchesLlamaCpp) {
   const auto g = nlohmann::json::parse(in);
   const fs::path model_path = kShared / g.at("model_file").get<std::string>();
   const auto file = gguf::File::open(model_path.string());
+  const test::Unsupported* listed = test::needs_unsupported(file);
   std::unique_ptr<Model> model;
   try {
     model = load_model(file);
   } catch (const gguf::GgufError& e) {
-    // Not supported (yet): it must be refused by name, never half-loaded.
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("unsupported architecture '" + file.get_string("general.architecture") + "'"),
-              std::string::npos)
-        << msg;
-    return;
+    // Not supported (yet): it must be listed, and refused by name, never half-loaded.
+    const std::string arch = file.get_string("general.architecture");
+    ASSERT_TRUE(listed) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unsupported architecture '" + arch + "'"), std::string::npos) << e.what();
+    GTEST_SKIP() << test::not_supported_message(*listed, fs::path(GetParam()).stem().string());
   }
   ASSERT_EQ(model->config().n_vocab, g.at("n_vocab").get<int32_t>());
   const Tolerance tol = tolerance_for(file);
   ThreadPool pool(2);
+  bool within = true;
   for (const auto& gold : read_golden(GetParam())) {
     SCOPED_TRACE(gold.name);
     MemoryOptions mem;
@@ -117,10 +124,18 @@ TEST_P(GoldenLogits, MatchesLlamaCpp) {
     std::printf("[figures] %s %s (%s): max|dlogit| %.3g mean|dlogit| %.3g |dmeanNLL| %.3g argmax %.4f (%d pos)\n",
                 fs::path(GetParam()).stem().c_str(), gold.name.c_str(), tol.kind, f.max_abs, f.mean_abs,
                 f.mean_nll_diff, f.argmax_agreement, f.argmax_compared);
+    within = within && f.max_abs <= tol.max_abs && f.mean_abs <= tol.mean_abs && f.mean_nll_diff <= tol.mean_nll &&
+             f.argmax_agreement >= tol.argmax_agreement;
+    if (listed) continue;
     EXPECT_LE(f.max_abs, tol.max_abs);
     EXPECT_LE(f.mean_abs, tol.mean_abs);
     EXPECT_LE(f.mean_nll_diff, tol.mean_nll);
     EXPECT_GE(f.argmax_agreement, tol.argmax_agreement);
+  }
+  if (listed) {
+    ASSERT_FALSE(within) << "every probe is within tolerance: remove '" << listed->name
+                         << "' from kNotSupportedYet (tests/not_supported.h)";
+    GTEST_SKIP() << test::not_supported_message(*listed, fs::path(GetParam()).stem().string());
   }
 }
 

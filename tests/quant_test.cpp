@@ -45,7 +45,7 @@ std::vector<QuantFixture> quant_fixtures() {
     if (pos == std::string::npos || e.path().extension() != ".gguf") continue;
     const std::string base = name.substr(0, pos + 5);
     const std::string suffix = name.substr(pos + 6, name.size() - pos - 6 - 5);
-    if (suffix == "f16") continue;
+    if (suffix == "f16" || suffix == "bf16") continue;  // bf16: Bf16IsTheF16WeightsRounded
     const fs::path f16 = kModels / (base + "-f16.gguf");
     if (fs::exists(f16)) out.push_back({base, suffix, f16, e.path()});
   }
@@ -163,6 +163,34 @@ TEST(QuantFixtures, DequantizedCloseToF16) {
       std::printf("  %-26s %-5s worst rel. RMS error %.5f\n", fx.quantized.filename().c_str(),
                   ws::dtype_name(type), e);
   }
+}
+
+// BF16 copies made by llama-quantize from the F16 files: every F16 tensor is its values
+// rounded to BF16 (nearest, ties to even), the others are unchanged.
+TEST(QuantFixtures, Bf16IsTheF16WeightsRounded) {
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(kModels)) {
+    const std::string name = e.path().filename().string();
+    const auto pos = name.find("-q256-bf16.gguf");
+    if (pos == std::string::npos) continue;
+    const fs::path f16_path = kModels / (name.substr(0, pos) + "-q256-f16.gguf");
+    if (!fs::exists(f16_path)) continue;
+    const auto f16 = ws::gguf::File::open(f16_path.string());
+    const auto bf = ws::gguf::File::open(e.path().string());
+    for (const auto& t : bf.tensors()) {
+      SCOPED_TRACE(name + ": " + t.name);
+      const auto& ref_t = f16.require_tensor(t.name);
+      ASSERT_EQ(ref_t.ne, t.ne);
+      auto ref = dequantize_tensor(ref_t);
+      if (ref_t.type == DType::f16) {
+        ASSERT_EQ(t.type, DType::bf16);
+        for (float& v : ref) v = ws::bf16_to_f32(ws::f32_to_bf16(v));
+        ++checked;
+      }
+      EXPECT_EQ(dequantize_tensor(t), ref);
+    }
+  }
+  EXPECT_GT(checked, 0) << "no <base>-q256-bf16.gguf beside its F16 original";
 }
 
 // (b) quantize_row on the F16 weights reproduces llama-quantize's bytes exactly, for

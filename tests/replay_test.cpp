@@ -14,6 +14,7 @@
 #include "engine/eval.h"
 #include "engine/replay.h"
 #include "gguf/gguf.h"
+#include "not_supported.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -54,11 +55,9 @@ class ReplayScenarios : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     file_ = std::make_unique<gguf::File>(gguf::File::open(GetParam()));
-    try {
-      model_ = load_model(*file_);
-    } catch (const gguf::GgufError& e) {
-      GTEST_SKIP() << "architecture not supported yet: " << e.what();  // golden_test checks the refusal
-    }
+    if (const auto* u = test::needs_unsupported(*file_))
+      GTEST_SKIP() << test::not_supported_message(*u, file_->path());
+    model_ = load_model(*file_);
     tok_ = Tokenizer::from_gguf(*file_);
   }
   // Runs the lines with a cache of `budget` bytes; every turn verified against cold.

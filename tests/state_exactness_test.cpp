@@ -7,6 +7,7 @@
 #include <map>
 
 #include "model_fixtures.h"
+#include "not_supported.h"
 
 using namespace ws;
 using namespace ws::test;
@@ -27,11 +28,9 @@ class StateExactness : public ::testing::TestWithParam<GoldenFixture> {
  protected:
   void SetUp() override {
     file_ = std::make_unique<gguf::File>(gguf::File::open(GetParam().model));
-    try {
-      model_ = load_model(*file_);
-    } catch (const gguf::GgufError& e) {
-      GTEST_SKIP() << "architecture not supported yet: " << e.what();  // golden_test checks the refusal
-    }
+    if (const auto* u = test::needs_unsupported(*file_))
+      GTEST_SKIP() << test::not_supported_message(*u, file_->path());
+    model_ = load_model(*file_);
     tokens_ = read_golden(GetParam().golden).at(1).tokens;  // the random probe
     mem_.n_ctx = int32_t(tokens_.size()) + 64;
   }

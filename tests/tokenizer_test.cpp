@@ -10,11 +10,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gguf/writer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -154,6 +156,158 @@ TEST(Tokenizer, LlamaCppVocabVectors) {
   std::printf("[ vocab    ] passed %zu/%zu test vectors (%zu WordPiece cases skipped), %zu decode round trips\n",
               passed, total, skipped, round_trips);
   EXPECT_EQ(passed, total);
+}
+
+namespace {
+
+ws::gguf::Value string_value(const std::string& s) {
+  ws::gguf::Value v;
+  v.type = ws::gguf::ValueType::string;
+  v.v = s;
+  return v;
+}
+
+ws::gguf::Value bool_value(bool b) {
+  ws::gguf::Value v;
+  v.type = ws::gguf::ValueType::boolean;
+  v.v = b;
+  return v;
+}
+
+// `src` as an in-memory GGUF with some metadata changed: a key mapped to a value is
+// replaced in place (or appended when new), a key mapped to nullopt is removed.
+using Changes = std::map<std::string, std::optional<ws::gguf::Value>>;
+ws::gguf::File edited(const ws::gguf::File& src, const Changes& changes, const std::string& label) {
+  ws::gguf::Writer w;
+  for (const auto& [k, v] : src.metadata()) {
+    auto it = changes.find(k);
+    if (it == changes.end()) w.set(k, v);
+    else if (it->second) w.set(k, *it->second);
+  }
+  for (const auto& [k, v] : changes)
+    if (v && !src.find(k)) w.set(k, *v);
+  return ws::gguf::File::from_bytes(w.header_bytes(), label);
+}
+
+// fixtures/vocab/pretypes/expected.json: llama.cpp's ids for every string of the base
+// vocabulary's .inp, once per value of tokenizer.ggml.pre.
+struct PreTypeVectors {
+  nlohmann::json doc;
+  fs::path base;                    // the vocabulary each case modifies
+  std::vector<std::string> inputs;  // the test strings
+  const nlohmann::json& cases() const { return doc.at("expected"); }
+};
+
+PreTypeVectors pretype_vectors() {
+  PreTypeVectors v;
+  v.doc = nlohmann::json::parse(slurp(k_vocab_dir / "pretypes" / "expected.json"));
+  v.base = k_vocab_dir / v.doc.at("base_vocab").get<std::string>();
+  v.inputs = read_inputs(k_vocab_dir / v.doc.at("strings").get<std::string>());
+  return v;
+}
+
+// The first string whose ids differ from `expected` (a JSON array per string), or "".
+std::string first_difference(const Tokenizer& tok, const std::vector<std::string>& inputs,
+                             const nlohmann::json& expected) {
+  if (expected.size() != inputs.size()) return "the case has " + std::to_string(expected.size()) + " id lists";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto want = expected[i].get<std::vector<Token>>();
+    const auto got = tok.encode(inputs[i], /*add_special=*/false, /*parse_special=*/false);
+    if (got != want)
+      return "string " + std::to_string(i) + " \"" + inputs[i] + "\"\n  expected: " + ids_str(want) +
+             "\n  got:      " + ids_str(got);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Tokenizer, EveryPreTypeMatchesLlamaCpp) {
+  const PreTypeVectors v = pretype_vectors();
+  const ws::gguf::File src = ws::gguf::File::open(v.base.string());
+  ASSERT_NE(src.find("tokenizer.ggml.pre"), nullptr) << v.base << " has no tokenizer.ggml.pre to replace";
+  size_t passed = 0;
+  for (const auto& [pre, expected] : v.cases().items()) {
+    const ws::gguf::File f = edited(src, {{"tokenizer.ggml.pre", string_value(pre)}},
+                                    v.base.filename().string() + " [pre=" + pre + "]");
+    std::string diff;
+    try {
+      diff = first_difference(*Tokenizer::from_gguf(f), v.inputs, expected);
+    } catch (const std::exception& e) {
+      diff = e.what();
+    }
+    if (diff.empty()) ++passed;
+    else ADD_FAILURE() << "pre '" << pre << "': " << diff;
+  }
+  std::printf("[ pre      ] pre-types: %zu/%zu pass\n", passed, v.cases().size());
+  EXPECT_EQ(passed, v.cases().size());
+}
+
+TEST(Tokenizer, UnknownPreTokenizerIsAnError) {
+  const PreTypeVectors v = pretype_vectors();
+  const ws::gguf::File src = ws::gguf::File::open(v.base.string());
+  const std::string bogus = "no-such-pre-tokenizer";
+  try {
+    Tokenizer::from_gguf(edited(src, {{"tokenizer.ggml.pre", string_value(bogus)}}, v.base.string()));
+    FAIL() << "an unknown tokenizer.ggml.pre must be rejected";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(bogus), std::string::npos) << msg;
+    EXPECT_NE(msg.find(v.base.string()), std::string::npos) << msg;
+  }
+  // A missing or empty pre-tokenizer is llama.cpp's 'default', not an error.
+  ASSERT_TRUE(v.cases().contains("default"));
+  for (const auto& missing : {std::optional<ws::gguf::Value>(), std::optional(string_value(""))}) {
+    const auto tok = Tokenizer::from_gguf(edited(src, {{"tokenizer.ggml.pre", missing}}, "gpt-2 without pre"));
+    EXPECT_EQ(first_difference(*tok, v.inputs, v.cases().at("default")), "");
+  }
+}
+
+TEST(Tokenizer, Gemma4ModelIsBpeWithTheGemma4PreTokenizer) {
+  // llama.cpp (llama-vocab.cpp) reads tokenizer.ggml.model = "gemma4" as a BPE vocabulary
+  // whose pre-tokenizer is "gemma4" whatever tokenizer.ggml.pre says, with no default
+  // BOS/EOS ids, and it adds BOS even when add_bos_token is false. There is no Gemma 4
+  // vocabulary among the fixtures, so the GPT-2 vocabulary stands in: llama.cpp's ids for
+  // it with pre "gemma4" (expected.json) are what the "gemma4" model must give too.
+  const PreTypeVectors v = pretype_vectors();
+  ASSERT_TRUE(v.cases().contains("gemma4"));
+  const nlohmann::json& expected = v.cases().at("gemma4");
+  const ws::gguf::File src = ws::gguf::File::open(v.base.string());
+  const Token bos = Token(src.get_int("tokenizer.ggml.bos_token_id", -1));
+  ASSERT_GE(bos, 0) << v.base << " must name a BOS token";
+  const Changes as_gemma4 = {{"tokenizer.ggml.model", string_value("gemma4")},
+                             {"tokenizer.ggml.pre", string_value("qwen2")},  // ignored for gemma4
+                             {"tokenizer.ggml.add_bos_token", bool_value(false)}};
+  const auto tok = Tokenizer::from_gguf(edited(src, as_gemma4, "gpt-2 as gemma4"));
+  EXPECT_EQ(first_difference(*tok, v.inputs, expected), "");
+  EXPECT_TRUE(tok->add_bos()) << "llama.cpp forces add_bos for Gemma 4";
+  for (size_t i = 0; i < v.inputs.size(); ++i) {
+    std::vector<Token> with_bos = {bos};
+    for (const auto& id : expected[i]) with_bos.push_back(id.get<Token>());
+    EXPECT_EQ(tok->encode(v.inputs[i], /*add_special=*/true, false), with_bos) << "string " << i;
+  }
+
+  // No default ids: without bos_token_id the forced BOS has nothing to add, which llama.cpp
+  // refuses at load; with model "gpt2" (default BOS 11) the same file loads.
+  Changes no_ids = as_gemma4;
+  no_ids["tokenizer.ggml.bos_token_id"] = std::nullopt;
+  no_ids["tokenizer.ggml.eos_token_id"] = std::nullopt;
+  try {
+    Tokenizer::from_gguf(edited(src, no_ids, "gemma4-without-ids.gguf"));
+    FAIL() << "gemma4 without bos_token_id must be rejected (BOS is forced on)";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("bos_token_id"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("gemma4-without-ids.gguf"), std::string::npos) << msg;
+  }
+  no_ids["tokenizer.ggml.model"] = string_value("gpt2");
+  no_ids["tokenizer.ggml.pre"] = string_value("gemma4");
+  const auto as_gpt2 = Tokenizer::from_gguf(edited(src, no_ids, "gpt2 with pre gemma4"));
+  EXPECT_EQ(as_gpt2->bos(), 11);
+  EXPECT_EQ(as_gpt2->eos(), 11);
+  Changes no_eos = as_gemma4;
+  no_eos["tokenizer.ggml.eos_token_id"] = std::nullopt;
+  EXPECT_EQ(Tokenizer::from_gguf(edited(src, no_eos, "gemma4 without eos"))->eos(), -1);
 }
 
 TEST(Tokenizer, GoldenChatProbes) {

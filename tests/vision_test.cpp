@@ -19,10 +19,12 @@
 #include "vision/image_url.h"
 #include "vision/media.h"
 #include "vision/report.h"
+#include "not_supported.h"
 
 namespace fs = std::filesystem;
 using namespace ws;
 using nlohmann::json;
+using ws::test::Unsupported;
 
 namespace {
 
@@ -98,7 +100,16 @@ std::vector<uint8_t> to_png(const vision::RgbImage& img, const std::string& name
   return bytes;
 }
 
-class VisionGolden : public ::testing::TestWithParam<std::string> {};
+class VisionGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const json g = json::parse(std::ifstream(GetParam()));
+    const Unsupported* u = nullptr;
+    for (const char* key : {"model_file", "mmproj_file"})
+      if (!u) u = test::needs_unsupported(gguf::File::open((kShared / g[key].get<std::string>()).string()));
+    if (u) GTEST_SKIP() << test::not_supported_message(*u, fs::path(GetParam()).stem().string());
+  }
+};
 
 TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
   Pair p(GetParam());

@@ -25,6 +25,9 @@ struct LayerPass {
   ThreadPool& pool;
   std::vector<float> xn;   // [n][n_embd] f32: normed input of a branch
   std::vector<float> out;  // [n][n_embd] f32: branch output
+  // Per-batch inputs an architecture computes once in begin_batch and its layers read;
+  // empty unless it fills it. gemma4: [n][n_layer][P] f32 per-layer embedding inputs.
+  std::vector<float> extra = {};
   template <class S>
   S& memory(size_t il) const { return static_cast<S&>(state.layer(il)); }
 };

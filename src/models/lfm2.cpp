@@ -87,7 +87,8 @@ class Lfm2Model final : public Decoder {
       const std::string conv = p + "shortconv.conv.weight";
       const auto& t = f.require_tensor(conv);
       if (t.ne.size() != 2 || t.ne[0] != l_cache_ || t.ne[1] != d)
-        f.fail("tensor '" + conv + "' must have shape [" + std::to_string(l_cache_) + ", " + std::to_string(d) + "]");
+        f.fail("tensor '" + conv + "' has " + std::to_string(t.ne.size()) + " dimensions, expected [" +
+               std::to_string(l_cache_) + ", " + std::to_string(d) + "]");
       l.conv = ops::vector_f32(f, conv, l_cache_ * d);
     }
     l.ffn_norm = ops::vector_f32(f, p + "ffn_norm.weight", d);

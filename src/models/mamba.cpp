@@ -5,8 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "models/config.h"
-#include "models/ops.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 
 namespace ws {
@@ -25,9 +24,9 @@ struct MambaLayer {
   Matrix out;              // [n_embd, d_inner]
 };
 
-class MambaModel final : public Model {
+class MambaModel final : public Decoder {
  public:
-  MambaModel(const gguf::File& f, const std::string& arch) : cfg_(read_common_config(f, arch)) {
+  MambaModel(const gguf::File& f, const std::string& arch) : Decoder(read_common_config(f, arch)) {
     const ArchKeys keys(f, arch);
     cfg_.rope_type = RopeType::none;
     d_inner_ = keys.require_int("ssm.inner_size");
@@ -39,40 +38,23 @@ class MambaModel final : public Model {
     load_weights(f);
   }
 
-  const ModelConfig& config() const override { return cfg_; }
-
-  SeqState make_state(const MemoryOptions& opts) const override {
-    std::vector<std::unique_ptr<LayerState>> layers;
-    for (int32_t i = 0; i < cfg_.n_layer; ++i)  // buffer 0: conv tail, buffer 1: SSM state
-      layers.push_back(std::make_unique<RecurrentState>(
-          std::vector<size_t>{size_t((d_conv_ - 1) * d_inner_), size_t(d_inner_ * d_state_)}));
-    return SeqState(std::move(layers), opts.n_ctx, cfg_.model_id);
-  }
-
-  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
-               ThreadPool& pool) const override {
-    const int64_t n = batch.size(), de = cfg_.n_embd;
-    if (n == 0) return;
-    state.check_room(n);
-    std::vector<float> x(size_t(n * de));   // [n][n_embd] residual stream
-    std::vector<float> xn(size_t(n * de));  // [n][n_embd] normed input, then mixer output
-    ops::embed_batch(emb_.tok_embd, batch, false, x.data());
-    for (size_t il = 0; il < layers_.size(); ++il) {
-      const MambaLayer& l = layers_[il];
-      ops::rms_norm(x.data(), l.attn_norm, xn.data(), n, de, cfg_.rms_eps);
-      mixer(l, static_cast<RecurrentState&>(state.layer(il)), xn.data(), n, pool);
-      ops::add_scaled(x.data(), xn.data(), n * de);
-    }
-    state.advance(int32_t(n));
-    ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
-  }
-
  private:
+  std::unique_ptr<LayerState> layer_memory(size_t, const MemoryOptions&) const override {
+    // buffer 0: conv tail [d_conv-1][d_inner], buffer 1: SSM state [d_inner][d_state]
+    return recurrent_memory({size_t((d_conv_ - 1) * d_inner_), size_t(d_inner_ * d_state_)});
+  }
+
+  void layer_forward(size_t il, float* x, LayerPass& p) const override {
+    pre_norm(x, layers_[il].attn_norm, p, [&](const float* xn, float* out) {
+      mixer(layers_[il], p.memory<RecurrentState>(il), xn, out, p.n, p.pool);
+    });
+  }
+
   void load_weights(const gguf::File& f) {
     const int64_t de = cfg_.n_embd;
     emb_ = ops::load_embeddings(f, cfg_);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i) + ".";
+      const std::string p = layer_prefix(i);
       MambaLayer l{};
       l.attn_norm = ops::vector_f32(f, p + "attn_norm.weight", de);
       l.in = ops::matrix(f, p + "ssm_in.weight", de, 2 * d_inner_);
@@ -114,8 +96,8 @@ class MambaModel final : public Model {
     });
   }
 
-  // u: [n][n_embd] normed input; replaced by the mixer output.
-  void mixer(const MambaLayer& l, RecurrentState& st, float* u, int64_t n, ThreadPool& pool) const {
+  // u: [n][n_embd] normed input, out: [n][n_embd] mixer output.
+  void mixer(const MambaLayer& l, RecurrentState& st, const float* u, float* out, int64_t n, ThreadPool& pool) const {
     const int64_t di = d_inner_, nx = dt_rank_ + 2 * d_state_;
     std::vector<float> xz(size_t(n * 2 * di));  // [n][2*d_inner]: x then z
     std::vector<float> xs(size_t(n * di));      // [n][d_inner] conv + SiLU output
@@ -131,12 +113,10 @@ class MambaModel final : public Model {
     matmul(l.dt_proj, dtr.data(), n, dt.data(), pool);
     scan(l, st.buffer(1), xs.data(), dt.data(), xdb.data(), xz.data(), y.data(), n, pool);
     st.advance(int32_t(n));
-    matmul(l.out, y.data(), n, u, pool);
+    matmul(l.out, y.data(), n, out, pool);
   }
 
-  ModelConfig cfg_;
   int64_t d_inner_ = 0, d_state_ = 0, dt_rank_ = 0, d_conv_ = 0;
-  ops::Embeddings emb_;
   std::vector<MambaLayer> layers_;
 };
 

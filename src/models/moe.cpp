@@ -9,7 +9,7 @@
 namespace ws {
 namespace {
 
-std::string shape_str(std::initializer_list<int64_t> ne) {
+std::string shape_str(const std::vector<int64_t>& ne) {
   std::string s = "[";
   for (int64_t v : ne) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
   return s + "]";
@@ -20,7 +20,7 @@ ExpertMatrices expert_matrices(const gguf::File& f, const std::string& name, int
                                int64_t n_expert, bool with_bias) {
   const auto& t = f.require_tensor(name + ".weight");
   if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert)
-    f.fail("tensor '" + t.name + "' must have shape " + shape_str({cols, rows, n_expert}));
+    f.fail("tensor '" + t.name + "' has shape " + shape_str(t.ne) + ", expected " + shape_str({cols, rows, n_expert}));
   if (!traits(t.type).supported)
     f.fail("tensor '" + t.name + "' has type " + dtype_name(t.type) + ", which warmstart cannot compute with yet");
   ExpertMatrices e;

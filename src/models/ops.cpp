@@ -145,10 +145,11 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
 }
 
 // One query head: out[hd] = softmax(scale * q.K) V over the keys [first, last] of kv
-// head g, read in place page by page. Every float operation's order is a function of
+// head g, read in place page by page; sink: the head's sink logit (one more softmax entry
+// that attends to nothing), or null. Every float operation's order is a function of
 // (query, first, last) only (see attn_kernels.h), never of the batch or the thread.
 void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
-                float* scores /*[last - first + 1]*/, float* out, Isa isa) {
+                const float* sink, float* scores /*[last - first + 1]*/, float* out, Isa isa) {
   const int32_t hd = kv.head_dim();
   const int32_t n = last - first + 1;
   for (int32_t p = first; p <= last;) {
@@ -156,8 +157,9 @@ void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int
     attn_scores(q, head_rows(kv, r, true, g), hd, scale, scores + (p - first), isa);
     p += r.n;
   }
-  const float max_score = *std::max_element(scores, scores + n);
-  const float inv = 1.0f / softmax_exp(scores, n, max_score, isa);
+  float max_score = *std::max_element(scores, scores + n);
+  if (sink) max_score = std::max(max_score, *sink);
+  const float inv = 1.0f / softmax_exp(scores, n, max_score, isa, sink);
   for (int32_t j = 0; j < n; ++j) scores[j] *= inv;
   std::fill(out, out + hd, 0.f);
   for (int32_t p = first; p <= last;) {
@@ -183,6 +185,7 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
   const int32_t p_begin = kv.first_position(), p_end = kv.position();
   scratch.qt.assign(size_t(hd) * L, 0.f);
   int32_t first[L], last[L], lo[L], hi[L];  // visible keys per lane: positions, then union offsets
+  float sink[L] = {};                       // [16] f32 sink logit of each lane's head (if p.sinks)
   float* outs[L];                           // [hd] f32 output of each query
   int32_t u0 = p_end, u1 = p_begin - 1;     // union of the visible keys
   for (int i = 0; i < nq; ++i) {
@@ -192,6 +195,7 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
     last[i] = p.non_causal ? p_end - 1 : pos;
     u0 = std::min(u0, first[i]);
     u1 = std::max(u1, last[i]);
+    if (p.sinks) sink[i] = p.sinks[h];
     const float* qv = q + (t * p.n_head + h) * hd;
     for (int32_t d = 0; d < hd; ++d) scratch.qt[size_t(d) * L + i] = qv[d];
     outs[i] = out + (t * p.n_head + h) * hd;
@@ -208,7 +212,7 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
     attn_group_scores(scratch.qt.data(), nq, head_rows(kv, r, true, g), hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
     pp += r.n;
   }
-  attn_group_softmax(scratch.s.data(), n, lo, hi);
+  attn_group_softmax(scratch.s.data(), n, lo, hi, p.sinks ? sink : nullptr);
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
     attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, head_rows(kv, r, false, g), hd, outs);
@@ -256,8 +260,8 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
       // earlier keys limited to the window.
       const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
       const int32_t last = p.non_causal ? p_end - 1 : pos;
-      attend_one(q + (t * p.n_head + h) * hd, kv, h / group, first, last, p.scale, scores.data(),
-                 out + (t * p.n_head + h) * hd, isa);
+      attend_one(q + (t * p.n_head + h) * hd, kv, h / group, first, last, p.scale, p.sinks ? p.sinks + h : nullptr,
+                 scores.data(), out + (t * p.n_head + h) * hd, isa);
     }
   });
 }
@@ -355,15 +359,29 @@ SwigluFfn load_swiglu(const gguf::File& f, const std::string& p, int64_t n_embd,
           matrix(f, p + "ffn_down.weight", n_ff, n_embd)};
 }
 
-void swiglu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool) {
+namespace {
+
+// out = down(act(gate xn) * up xn), act applied by gate_rows over row ranges of [n][ff].
+template <class GateRows>
+void gated_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool, GateRows gate_rows) {
   const int64_t ff = w.gate.rows;
   std::vector<float> g(size_t(n * ff)), u(size_t(n * ff));  // [n][n_ff] gate and up projections
   matmul(w.gate, xn, n, g.data(), pool);
   matmul(w.up, xn, n, u.data(), pool);
   pool.parallel_for(n, ThreadPool::rows_grain(ff), [&](int64_t t0, int64_t t1) {
-    swiglu(g.data() + t0 * ff, u.data() + t0 * ff, (t1 - t0) * ff);
+    gate_rows(g.data() + t0 * ff, u.data() + t0 * ff, (t1 - t0) * ff);
   });
   matmul(w.down, u.data(), n, out, pool);
+}
+
+}  // namespace
+
+void swiglu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool) {
+  gated_ffn(w, xn, n, out, pool, swiglu);
+}
+
+void gelu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool) {
+  gated_ffn(w, xn, n, out, pool, gelu_gate);
 }
 
 AttnWeights load_attention(const gguf::File& f, const std::string& p, int64_t n_embd, int32_t n_head, int32_t n_kv,
@@ -405,7 +423,7 @@ void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, f
   if (o.q_scale != 1.f)
     for (int64_t i = 0; i < n * o.n_head * hd; ++i) q[i] *= o.q_scale;
   kv.append(k, v, int32_t(n));
-  attention(q, kv, n, pos0, {o.n_head, o.scale, o.window, o.non_causal}, attn, pool);
+  attention(q, kv, n, pos0, {o.n_head, o.scale, o.window, o.non_causal, o.sinks}, attn, pool);
 }
 
 void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,

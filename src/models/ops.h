@@ -60,6 +60,9 @@ struct AttentionParams {
   float scale = 1.f;    // multiplies q.k before the softmax
   int32_t window = 0;   // sliding window: a query at p sees keys p0 with p - p0 < window; 0 = all
   bool non_causal = false;  // queries also see the later keys of this batch (the window limits only earlier keys)
+  // [n_head] per-head sink logit (gpt-oss attn_sinks), or null: one more logit in the softmax's
+  // max and sum that attends to nothing, p_j = e^{s_j} / (sum_k e^{s_k} + e^{sink_h}).
+  const float* sinks = nullptr;
 };
 // Causal attention of n_tokens queries at positions pos0.. against kv, which already holds
 // the new tokens (kv.position() == pos0 + n_tokens).
@@ -112,6 +115,8 @@ struct SwigluFfn {
 SwigluFfn load_swiglu(const gguf::File& f, const std::string& prefix, int64_t n_embd, int64_t n_ff);
 // xn, out: [n][n_embd].
 void swiglu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool);
+// The same weights gated by GELU (Gemma): out = down(gelu_ggml(gate xn) * up xn).
+void gelu_ffn(const SwigluFfn& w, const float* xn, int64_t n, float* out, ThreadPool& pool);
 
 // A GQA attention layer "blk.N.attn_*".
 struct AttnWeights {
@@ -137,6 +142,7 @@ struct AttnOptions {
   float q_scale = 1.f;             // multiplies Q after RoPE (Gemma 3 scales Q, not the scores)
   int32_t window = 0;              // sliding window, 0 = all positions
   bool non_causal = false;         // the batch attends bidirectionally within itself (AttentionParams)
+  const float* sinks = nullptr;    // [n_head] attention sink logits, or null (AttentionParams)
 };
 AttnOptions attention_options(const ModelConfig& c);
 // From fresh projections q: [n][n_head][hd], k, v: [n][n_kv][hd] (q, k changed in place):

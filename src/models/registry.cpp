@@ -22,6 +22,8 @@ constexpr ArchEntry kArchs[] = {
     {"nemotron_h", make_mamba2_family},
     {"nemotron_h_moe", make_mamba2_family},
     {"gemma3", make_gemma3},
+    {"gemma4", make_gemma4},
+    {"gpt-oss", make_gpt_oss},
     {"mamba", make_mamba},
     {"lfm2", make_lfm2},
     {"lfm2moe", make_lfm2},

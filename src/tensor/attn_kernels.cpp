@@ -33,13 +33,14 @@ void attn_accumulate(const float* p, const KvRows& v, int32_t hd, float* out, Is
   }
 }
 
-float softmax_exp(float* x, int32_t n, float max, Isa isa) {
-  if (isa == Isa::avx2) return detail::softmax_exp_avx2(x, n, max);
+float softmax_exp(float* x, int32_t n, float max, Isa isa, const float* sink) {
+  if (isa == Isa::avx2) return detail::softmax_exp_avx2(x, n, max, sink);
   float sum = 0.f;
   for (int32_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
     sum += x[i];
   }
+  if (sink) sum += std::exp(*sink - max);
   return sum;
 }
 
@@ -65,9 +66,9 @@ void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, flo
   else detail::attn_group_scores_avx2(qt, nq, k, hd, scale, s);
 }
 
-void attn_group_softmax(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
-  if (detail::cpu_has_vnni()) detail::attn_group_softmax_avx512(s, n, lo, hi);
-  else detail::attn_group_softmax_avx2(s, n, lo, hi);
+void attn_group_softmax(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink) {
+  if (detail::cpu_has_vnni()) detail::attn_group_softmax_avx512(s, n, lo, hi, sink);
+  else detail::attn_group_softmax_avx2(s, n, lo, hi, sink);
 }
 
 void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {

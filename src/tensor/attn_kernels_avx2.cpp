@@ -217,7 +217,7 @@ void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* ou
   else accumulate_impl<false>(p, v, hd, out);
 }
 
-float softmax_exp_avx2(float* x, int32_t n, float max) {
+float softmax_exp_avx2(float* x, int32_t n, float max, const float* sink) {
   const __m256 m = _mm256_set1_ps(max);
   __m256 acc = _mm256_setzero_ps();
   int32_t i = 0;
@@ -237,6 +237,11 @@ float softmax_exp_avx2(float* x, int32_t n, float max) {
       sum += tmp[k];
     }
   }
+  if (sink) {  // the same vector exp, lane 0
+    alignas(32) float e[8];
+    _mm256_store_ps(e, exp_neg(_mm256_sub_ps(_mm256_set1_ps(*sink), m)));
+    sum += e[0];
+  }
   return sum;
 }
 
@@ -246,7 +251,7 @@ void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd
   else scores_lanes<2, 4>(qt, k, hd, scale, s);
 }
 
-void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
+void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   for (int h = 0; h < 16; h += 8) {  // lanes [h, h + 8); a half with no visible key is skipped
     const __m256i lov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + h));
@@ -254,7 +259,7 @@ void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32
     if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lov, hiv))) == 0xFF) continue;
     // Keys [all_lo, all_hi] are visible to every lane of the half and need no mask.
     const int32_t all_lo = *std::max_element(lo + h, lo + h + 8), all_hi = *std::min_element(hi + h, hi + h + 8);
-    __m256 m = neg_inf;
+    __m256 m = sink ? _mm256_loadu_ps(sink + h) : neg_inf;  // the max includes the sink
     auto masked = [&](int32_t j) {
       const __m256i jv = _mm256_set1_epi32(j);
       const __m256i hidden = _mm256_or_si256(_mm256_cmpgt_epi32(lov, jv), _mm256_cmpgt_epi32(jv, hiv));
@@ -272,6 +277,7 @@ void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32
       _mm256_storeu_ps(s + j * 16 + h, e);
       sum = _mm256_add_ps(sum, e);
     }
+    if (sink) sum = _mm256_add_ps(sum, exp_neg(_mm256_sub_ps(_mm256_loadu_ps(sink + h), m)));  // after the keys
     const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
     for (int32_t j = 0; j < n; ++j)
       _mm256_storeu_ps(s + j * 16 + h, _mm256_mul_ps(_mm256_loadu_ps(s + j * 16 + h), inv));

@@ -8,8 +8,8 @@
 //   score_j = scale * tree(part), the tree adding (p, p + 8), then (p, p + 4), (p, p + 2),
 //   (p, p + 1): vertical adds when the queries are the lanes, a cross-lane reduction when
 //   d is (decode, few queries: scores_keys_dots).
-//   m = max over the query's visible keys; e_j = exp(score_j - m), summed over keys in
-//   order; p_j = e_j * (1 / sum); out[d] = fma over visible keys in order of p_j * v_j[d].
+//   m = max over the query's visible keys (and its sink logit, if any); e_j = exp(score_j - m),
+//   summed over keys in order, then + exp(sink - m); p_j = e_j * (1 / sum); out[d] = fma over visible keys in order of p_j * v_j[d].
 // Keys a query does not see get p_j = 0, and fma(0, v, acc) == acc (acc starts at +0 and
 // never becomes -0), so computing them for the whole group changes no bit.
 #include <immintrin.h>
@@ -189,10 +189,10 @@ void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t 
   }
 }
 
-void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi) {
+void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink) {
   const __m512i lov = _mm512_loadu_si512(lo), hiv = _mm512_loadu_si512(hi);
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  __m512 m = neg_inf;
+  __m512 m = sink ? _mm512_loadu_ps(sink) : neg_inf;  // the max includes the sink
   for (int32_t j = 0; j < n; ++j) {
     const __m512i jv = _mm512_set1_epi32(j);
     const __mmask16 visible = _mm512_cmple_epi32_mask(lov, jv) & _mm512_cmpge_epi32_mask(hiv, jv);
@@ -206,6 +206,7 @@ void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int
     _mm512_storeu_ps(s + j * 16, e);
     sum = _mm512_add_ps(sum, e);
   }
+  if (sink) sum = _mm512_add_ps(sum, exp_neg(_mm512_sub_ps(_mm512_loadu_ps(sink), m)));  // after the keys
   const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
   for (int32_t j = 0; j < n; ++j) _mm512_storeu_ps(s + j * 16, _mm512_mul_ps(_mm512_loadu_ps(s + j * 16), inv));
 }

@@ -14,22 +14,6 @@
 namespace ws::tok_detail {
 namespace {
 
-constexpr std::string_view k_space_marker = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos)).append(to);
-    pos = hit + from.size();
-  }
-  out.append(s.substr(pos));
-  return out;
-}
-
 class SpmTokenizer final : public Tokenizer {
  public:
   explicit SpmTokenizer(const gguf::File& f);
@@ -48,7 +32,7 @@ SpmTokenizer::SpmTokenizer(const gguf::File& f) {
   add_eos_ = false;
   add_space_prefix_ = true;
   clean_spaces_ = false;
-  load_common(f, /*spm=*/true);
+  load_common(f, /*default_bos=*/1, /*default_eos=*/2);
   unk_ = Token(f.get_int("tokenizer.ggml.unknown_token_id", 0));
   if (unk_ < 0 || unk_ >= n_vocab()) unk_ = -1;
 

@@ -64,6 +64,20 @@ std::string sanitize_utf8(std::string_view text) {
   return out;
 }
 
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  while (true) {
+    const size_t hit = s.find(from, pos);
+    if (hit == std::string_view::npos) break;
+    out.append(s.substr(pos, hit - pos)).append(to);
+    pos = hit + from.size();
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
 }  // namespace tok_detail
 
 using tok_detail::TokenType;
@@ -72,10 +86,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
   const gguf::Value* model = f.find("tokenizer.ggml.model");
   if (!model) f.fail("no tokenizer in this file (tokenizer.ggml.model is missing)");
   const std::string& name = model->as_string();
-  if (name == "gpt2") return tok_detail::make_bpe_tokenizer(f);
+  if (name == "gpt2") return tok_detail::make_bpe_tokenizer(f, tok_detail::BpeModel::gpt2);
+  if (name == "gemma4") return tok_detail::make_bpe_tokenizer(f, tok_detail::BpeModel::gemma4);
   if (name == "llama") return tok_detail::make_spm_tokenizer(f);
   f.fail("unsupported tokenizer model '" + name +
-         "' (supported: 'gpt2' = byte-level BPE, 'llama' = SentencePiece BPE)");
+         "' (supported: 'gpt2' = byte-level BPE, 'gemma4' = BPE over SentencePiece-style text, "
+         "'llama' = SentencePiece BPE)");
 }
 
 namespace {
@@ -85,9 +101,10 @@ constexpr std::array<std::string_view, 10> k_eot_texts = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
     "<|end_of_text|>", "<EOT>", "_<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
     "<end_of_utterance>"};
-constexpr std::array<std::string_view, 12> k_eog_texts = {
+constexpr std::array<std::string_view, 15> k_eog_texts = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
+    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>", "<turn|>", "<|tool_response>"};  // the last three: Gemma 4
 constexpr std::array<std::string_view, 4> k_fim_pad_texts = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"};
 constexpr std::array<std::string_view, 5> k_fim_rep_texts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                                              "<REPO>", "<reponame>"};
@@ -96,7 +113,7 @@ bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 }  // namespace
 
-void Tokenizer::load_common(const gguf::File& f, bool spm) {
+void Tokenizer::load_common(const gguf::File& f, Token default_bos, Token default_eos) {
   pieces_ = f.get_strings("tokenizer.ggml.tokens");
   if (pieces_.empty()) f.fail("tokenizer.ggml.tokens is missing or empty");
   const size_t n = pieces_.size();
@@ -118,8 +135,8 @@ void Tokenizer::load_common(const gguf::File& f, bool spm) {
     if (!types.empty()) token_types_[i] = (types[i] >= 0 && types[i] <= 6) ? int32_t(types[i]) : 0;
   }
   add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
-  bos_ = spm ? 1 : 11;
-  eos_ = spm ? 2 : 11;
+  bos_ = default_bos;
+  eos_ = default_eos;
   read_special_ids(f);
   build_special_cache(f);
 }
@@ -141,8 +158,14 @@ void Tokenizer::read_special_ids(const gguf::File& f) {
   read_id("tokenizer.ggml.fim_sep_token_id", fim_sep);
   add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", add_bos_);
   add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token", add_eos_);
+  if (force_add_bos_) add_bos_ = true;  // llama.cpp's Gemma 4 workaround (its GGUFs say false)
   if (bos_ >= Token(n)) bos_ = -1;  // the default id does not exist in a tiny vocabulary
   if (eos_ >= Token(n)) eos_ = -1;
+  // Refused at load, as llama.cpp does, rather than at the first encode.
+  if (add_bos_ && bos_ < 0)
+    f.fail("tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set");
+  if (add_eos_ && eos_ < 0)
+    f.fail("tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id is not set");
 
   // llama.cpp finds end-of-turn style tokens by their text and forces them to CONTROL,
   // which also changes how they tokenize (not matched unless parse_special) and print.

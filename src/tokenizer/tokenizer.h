@@ -1,5 +1,6 @@
-// Tokenizers read from GGUF metadata: byte-level BPE (gpt2-style, with the
-// pre-tokenizer regexes of `tokenizer.ggml.pre`) and SentencePiece-style (llama).
+// Tokenizers read from GGUF metadata: BPE (byte-level gpt2-style with the pre-tokenizer
+// of `tokenizer.ggml.pre`, or gemma4's over SentencePiece-style text) and
+// SentencePiece-style (llama).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -55,9 +56,9 @@ class Tokenizer {
 
   // Reads the vocabulary, special ids and flags common to every model type, the way
   // llama.cpp's vocab loader does. Subclasses set their defaults for add_bos_,
-  // add_space_prefix_ and clean_spaces_ first; GGUF keys override them here.
-  // `spm` selects SentencePiece's default BOS/EOS ids (1/2) instead of BPE's (11/11).
-  void load_common(const gguf::File& f, bool spm);
+  // add_space_prefix_, clean_spaces_ and force_add_bos_ first; GGUF keys override them
+  // here. The default ids are llama.cpp's per tokenizer model (-1: none).
+  void load_common(const gguf::File& f, Token default_bos, Token default_eos);
   void read_special_ids(const gguf::File& f);     // bos/eos/eot ids, add_* flags, the EOG set
   void build_special_cache(const gguf::File& f);  // special_cache_ and the phi-3 rstrip flags
   // Splits `text` at special-token texts, longest first, as llama.cpp does: control and
@@ -77,6 +78,7 @@ class Tokenizer {
   Token bos_ = -1, eos_ = -1, eot_ = -1;
   std::vector<Token> eog_;
   bool add_bos_ = false, add_eos_ = false;
+  bool force_add_bos_ = false;     // add_bos_ stays true whatever the GGUF says (Gemma 4)
   bool add_space_prefix_ = false;  // SPM: prepend ' ' to text that starts the input or follows a special token
   bool clean_spaces_ = false;      // decode: drop spaces before punctuation like llama.cpp's clean_spaces
 };

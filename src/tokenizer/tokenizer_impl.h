@@ -15,7 +15,11 @@ enum class TokenType : int32_t {
   undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
 };
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(const gguf::File& f);  // bpe.cpp
+// The BPE tokenizer models llama.cpp knows: "gpt2" (byte-level, pre-tokenizer from
+// tokenizer.ggml.pre) and "gemma4" (always the gemma4 pre-tokenizer, no default ids).
+enum class BpeModel { gpt2, gemma4 };
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const gguf::File& f, BpeModel model);  // bpe.cpp
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const gguf::File& f);  // spm.cpp
 
 // Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes
@@ -31,5 +35,11 @@ std::string sanitize_utf8(std::string_view text);
 
 // Appends the UTF-8 encoding of code point `cp` (must be valid).
 void append_utf8(std::string& out, uint32_t cp);
+
+// SentencePiece's stand-in for a space, U+2581 LOWER ONE EIGHTH BLOCK.
+inline constexpr std::string_view k_space_marker = "\xE2\x96\x81";
+
+// `s` with every occurrence of `from` (non-empty) replaced by `to`.
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to);
 
 }  // namespace ws::tok_detail

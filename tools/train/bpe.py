@@ -3,7 +3,7 @@
 
 * Text is first cut at the ChatML control tokens (they are single tokens, never merged).
 * Every other fragment is split by the pre-tokenizer regex that warmstart (and llama.cpp)
-  use for `tokenizer.ggml.pre = "qwen2"` (src/tokenizer/bpe.cpp, k_re_qwen2): single
+  use for `tokenizer.ggml.pre = "qwen2"` (src/tokenizer/pretokenizer.cpp, k_re_qwen2): single
   digits, case-insensitive contractions; Python's `regex` module understands the same
   \\p{L} / \\p{N} classes as PCRE2.
 * Each piece is mapped byte by byte to GPT-2's printable `bytes_to_unicode` alphabet, and
@@ -18,7 +18,7 @@ from collections import Counter
 
 import regex
 
-# k_re_qwen2 in src/tokenizer/bpe.cpp, character for character.
+# k_re_qwen2 in src/tokenizer/pretokenizer.cpp, character for character.
 PRE_TOKENIZER = "qwen2"
 PRE_RE = regex.compile(
     r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
