@@ -30,6 +30,8 @@ struct ServeOptions {
   CliCheckpoints checkpoints;
   int queue = 16;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
+  server::ConnectionLimits limits;
+  double max_body_mb = 64;
 };
 
 // SIGINT/SIGTERM stop the server cleanly. They are blocked in every thread (the mask is
@@ -98,7 +100,8 @@ int run_serve(const ServeOptions& o) {
   cfg.api_key = o.api_key;
   cfg.model_name = std::filesystem::path(model_path).filename().string();
   cfg.n_ctx = o.ctx;
-  cfg.http_threads = o.parallel + o.queue + 8;
+  cfg.limits = o.limits;
+  cfg.limits.max_body_bytes = size_t(o.max_body_mb * 1024 * 1024);
   cfg.allow_local_files = o.allow_local_files;
   server::Server srv(cfg, *m.tokenizer, cache, slots, chat, vision_support);
   const int port = srv.bind();
@@ -138,6 +141,20 @@ Command add_serve(CLI::App& root) {
   app->add_option("--image-cache-mb", o->image_cache_mb, "encoded-image cache in MiB (with --mmproj)")
       ->check(CLI::NonNegativeNumber);
   app->add_flag("--allow-local-files", o->allow_local_files, "read file:// image URLs (off: data: URLs only)");
+  server::ConnectionLimits& lim = o->limits;
+  app->add_option("--read-timeout", lim.read_timeout_s,
+                  "seconds a client may take to send a request's head, to resume a stalled body or to start its "
+                  "next request; then it gets 408 and is disconnected (default 5)")
+      ->check(CLI::Range(1, 3600));
+  app->add_option("--max-connections", lim.max_connections,
+                  "open connections in all; more are refused with 503 (default 256)")
+      ->check(CLI::Range(1, 65536));
+  app->add_option("--max-connections-per-client", lim.max_connections_per_client,
+                  "open connections per client address; more are refused with 429 (0: no cap; default 64)")
+      ->check(CLI::Range(0, 65536));
+  app->add_option("--max-body-mb", o->max_body_mb,
+                  "largest request body in MiB, chunked or not; larger is 413 (default 64)")
+      ->check(CLI::Range(0.001, 4096.0));
   return {app, [o] { return run_serve(*o); }};
 }
 

@@ -2,9 +2,12 @@
 
 #include <httplib.h>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include "server/api_error.h"
+#include "server/http_guard.h"
 
 namespace ws::server {
 namespace {
@@ -32,14 +35,7 @@ bool same_secret(const std::string& given, const std::string& key) {
 Server::Server(ServerConfig config, const Tokenizer& tok, PrefixCache& cache, SlotPool& slots,
                const ChatFormatter& chat, VisionSupport vision)
     : cfg_(std::move(config)), tok_(tok), cache_(cache), slots_(slots), chat_(chat), vision_(vision),
-      http_(std::make_unique<httplib::Server>()) {
-  const size_t threads = size_t(std::max(4, cfg_.http_threads));
-  // Waiting for a slot happens on an HTTP thread, so the pool must hold every running
-  // and queued request plus room for /health and /metrics and for 503 answers.
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(size_t(64) << 20);
-  http_->set_read_timeout(30);
-  http_->set_write_timeout(30);
+      http_(std::make_unique<GuardedHttpServer>(cfg_.limits)) {
   install_routes();
 }
 
@@ -73,6 +69,12 @@ void Server::install_routes() {
     };
   };
   http_->set_pre_routing_handler([this](const Request& req, Response& res) {
+    // The connection guard's verdict on the request's framing comes first (its body is
+    // unread; the guard closes the connection after the answer).
+    if (const auto refused = http_->refusal(req)) {
+      send_error(res, *refused);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, ApiError(401, "invalid or missing API key: send 'Authorization: Bearer <key>'",
                              "invalid_request_error", "", "invalid_api_key"));
@@ -83,8 +85,14 @@ void Server::install_routes() {
   http_->Get("/metrics", guard(&Server::handle_metrics));
   http_->Post("/v1/chat/completions", guard(&Server::handle_chat));
   http_->Post("/v1/completions", guard(&Server::handle_text));
-  http_->set_error_handler([](const Request& req, Response& res) {
+  http_->set_error_handler([this](const Request& req, Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
+    // Reading the body failed because the guard stopped it (too large, stalled): httplib
+    // says 400, the guard knows better.
+    if (const auto refused = http_->refusal(req)) {
+      send_error(res, *refused);
+      return;
+    }
     const std::string what = res.status == 404 ? "no route " + req.method + " " + req.path : "request failed";
     send_error(res, ApiError(res.status, what, "invalid_request_error", "", res.status == 404 ? "not_found" : ""));
   });
@@ -119,7 +127,13 @@ void Server::handle_metrics(const httplib::Request&, httplib::Response& res) {
 
 int Server::bind() {
   const int port = cfg_.port == 0 ? http_->bind_to_any_port(cfg_.host) : (http_->bind_to_port(cfg_.host, cfg_.port) ? cfg_.port : -1);
-  if (port <= 0) throw std::runtime_error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port));
+  if (port <= 0) {
+    const int err = errno;  // from the failed bind or listen (httplib keeps it)
+    throw std::runtime_error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port) +
+                             (err ? std::string(": ") + std::strerror(err) : "") +
+                             (err == EADDRINUSE ? " (another server has this port: choose one with --port)" : ""));
+  }
+  http_->widen_backlog();
   return port;
 }
 

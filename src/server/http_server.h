@@ -8,6 +8,7 @@
 
 #include "cache/prefix_cache.h"
 #include "server/chat_format.h"
+#include "server/connection_limits.h"
 #include "server/media_turn.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -17,12 +18,12 @@
 namespace httplib {
 struct Request;
 struct Response;
-class Server;
 }  // namespace httplib
 
 namespace ws::server {
 
 class ApiError;
+class GuardedHttpServer;
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -30,7 +31,9 @@ struct ServerConfig {
   std::string api_key;      // empty: no authentication
   std::string model_name;   // listed by /v1/models, echoed when a request names none
   int32_t n_ctx = 4096;
-  int http_threads = 32;    // must cover running + queued requests + a few quick ones
+  // Timeouts and caps of the connection layer; connection threads come from
+  // max_connections, not from the slots, so idle sockets cannot hold back /health.
+  ConnectionLimits limits;
   bool allow_local_files = false;  // file:// image URLs are read (--allow-local-files)
 };
 
@@ -68,7 +71,7 @@ class Server {
   VisionSupport vision_;
   std::mutex encode_mu_;  // one image encode at a time on vision_.pool
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<GuardedHttpServer> http_;
 };
 
 }  // namespace ws::server

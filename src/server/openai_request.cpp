@@ -1,6 +1,7 @@
 #include "server/openai_request.h"
 
 #include <random>
+#include <string_view>
 
 #include "server/api_error.h"
 #include "vision/image_url.h"
@@ -10,6 +11,10 @@ namespace ws::server {
 namespace {
 
 using json = Json;
+
+// Deep enough for any request (tool schemas included), shallow enough for every
+// recursive walk over the value (copies, templates, dumps) to stay far from the stack's end.
+constexpr int kMaxJsonDepth = 64;
 
 const char* type_name(const json& v) {
   switch (v.type()) {
@@ -153,6 +158,51 @@ json flatten_content(const json& content, const std::string& where, bool allow_l
   return text;
 }
 
+// The fields a function needs in OpenAI's schema, shared by tool calls and tool
+// definitions. Templates are written for that schema; other shapes would fail there (a 500)
+// instead of telling the client what to fix.
+void check_function(const json& holder, const std::string& where) {
+  const json* fn = field(holder, "function");
+  if (!fn) throw bad_request("'" + where + ".function' is required", where + ".function", "missing_required_parameter");
+  if (!fn->is_object()) throw wrong_type(where + ".function", "an object", *fn);
+  const json* name = field(*fn, "name");
+  if (!name)
+    throw bad_request("'" + where + ".function.name' is required", where + ".function.name",
+                      "missing_required_parameter");
+  if (!name->is_string()) throw wrong_type(where + ".function.name", "a string", *name);
+}
+
+void check_tool_calls(const json& calls, const std::string& where) {
+  if (!calls.is_array()) throw wrong_type(where, "an array", calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json& call = calls[i];
+    if (!call.is_object()) throw wrong_type(at, "an object", call);
+    for (const char* key : {"id", "type"})
+      if (const json* v = field(call, key); v && !v->is_string()) throw wrong_type(at + "." + key, "a string", *v);
+    check_function(call, at);
+    const json* args = field(call["function"], "arguments");
+    if (args && !args->is_string() && !args->is_object())
+      throw wrong_type(at + ".function.arguments", "a string (JSON text) or an object", *args);
+  }
+}
+
+// OpenAI's rules for one message: a string role; content, except on an assistant message
+// that calls tools; string name and tool_call_id.
+void check_message(const json& m, const std::string& where) {
+  if (!m.is_object()) throw wrong_type(where, "an object", m);
+  if (!m.contains("role") || !m["role"].is_string())
+    throw bad_request("'" + where + ".role' must be a string", where + ".role", "invalid_type");
+  const json* calls = field(m, "tool_calls");
+  if (calls) check_tool_calls(*calls, where + ".tool_calls");
+  const bool calls_tools = (calls && !calls->empty()) || field(m, "function_call");
+  if (!field(m, "content") && !(m["role"] == "assistant" && calls_tools))
+    throw bad_request("'" + where + ".content' is required (only an assistant message with tool_calls may omit it)",
+                      where + ".content", "missing_required_parameter");
+  for (const char* key : {"name", "tool_call_id"})
+    if (const json* v = field(m, key); v && !v->is_string()) throw wrong_type(where + "." + key, "a string", *v);
+}
+
 json parse_messages(const json& body, bool allow_local_files, std::vector<std::vector<uint8_t>>& images) {
   const json* msgs = field(body, "messages");
   if (!msgs) throw bad_request("'messages' is required", "messages", "missing_required_parameter");
@@ -162,9 +212,7 @@ json parse_messages(const json& body, bool allow_local_files, std::vector<std::v
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) throw wrong_type(where, "an object", m);
-    if (!m.contains("role") || !m["role"].is_string())
-      throw bad_request("'" + where + ".role' must be a string", where + ".role", "invalid_type");
+    check_message(m, where);
     json copy = m;
     if (m.contains("content")) copy["content"] = flatten_content(m["content"], where + ".content", allow_local_files, images);
     out.push_back(std::move(copy));
@@ -172,13 +220,39 @@ json parse_messages(const json& body, bool allow_local_files, std::vector<std::v
   return out;
 }
 
+// Whether arrays and objects in `text` nest at most `limit` deep, found by a scan that
+// skips string contents. It runs before parsing: parsing and every later walk over the
+// value (copies, dumps, templates) may recurse once per level, and 100,000 levels
+// overflowed the stack in parse_body.
+bool nesting_within(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 json parse_body(const std::string& body) {
+  if (!nesting_within(body, kMaxJsonDepth))
+    throw bad_request("JSON nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels in the request body", "",
+                      "invalid_json");
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     throw bad_request(std::string("invalid JSON in the request body: ") + e.what(), "", "invalid_json");
   }
   if (!j.is_object()) throw bad_request("the request body must be a JSON object", "", "invalid_json");
@@ -190,6 +264,11 @@ ChatRequest parse_chat_request(const json& body, bool allow_local_files) {
   r.messages = parse_messages(body, allow_local_files, r.images);
   if (const json* tools = field(body, "tools")) {
     if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      if (!(*tools)[i].is_object()) throw wrong_type(at, "an object", (*tools)[i]);
+      check_function((*tools)[i], at);
+    }
     r.tools = *tools;
   }
   r.gen = parse_generation(body, "max_completion_tokens");
