@@ -287,5 +287,79 @@ TEST(Sampler, RejectsUnpickableLogitsAndBadParams) {
   bad([](SamplingParams& p) { p.temperature = std::nanf(""); });
 }
 
+// ---- Issue 21: logit bias, OpenAI's frequency/presence penalties, logprobs.
+
+TEST(Sampler, LogitBiasShiftsAndBans) {
+  SamplingParams p = plain();
+  p.temperature = 0.0f;
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f};
+  p.logit_bias = {{0, -1.5f}};  // 1.5 < 2: token 1 now leads
+  EXPECT_EQ(Sampler(p).sample(logits), 1);
+  p.logit_bias = {{0, -0.5f}};
+  EXPECT_EQ(Sampler(p).sample(logits), 0);
+  p.logit_bias = {{0, -0.5f}, {0, -0.6f}};  // repeats add up
+  EXPECT_EQ(Sampler(p).sample(logits), 1);
+  p.logit_bias = {{2, 5.0f}};
+  EXPECT_EQ(Sampler(p).sample(logits), 2);
+  // A ban holds under sampling too: token 0 never comes out.
+  SamplingParams q = plain(7);
+  q.logit_bias = {{0, kNegInf}};
+  Sampler s(q);
+  EXPECT_EQ(histogram(s, logits, 2000)[0], 0);
+  q.logit_bias = {{0, kNegInf}, {1, kNegInf}, {2, kNegInf}};
+  EXPECT_THROW(Sampler(q).sample(logits), std::invalid_argument);
+  q.logit_bias = {{0, std::nanf("")}};
+  EXPECT_THROW(Sampler{q}, std::invalid_argument);
+}
+
+TEST(Sampler, FrequencyPenaltyCountsPresencePenaltyDoesNot) {
+  // Token 0 leads token 1 by 1.0; token 0 was seen 3 times.
+  const std::vector<float> logits = {2.0f, 1.0f, -5.0f};
+  auto pick = [&](float presence, float frequency) {
+    SamplingParams p = plain();
+    p.temperature = 0.0f;
+    p.presence_penalty = presence;
+    p.frequency_penalty = frequency;
+    Sampler s(p);
+    for (int i = 0; i < 3; ++i) s.accept(0);
+    return s.sample(logits);
+  };
+  EXPECT_EQ(pick(0.0f, 0.0f), 0);
+  EXPECT_EQ(pick(0.0f, 0.3f), 0);   // 2 - 3 * 0.3 = 1.1 > 1
+  EXPECT_EQ(pick(0.0f, 0.34f), 1);  // 2 - 1.02 < 1
+  EXPECT_EQ(pick(0.9f, 0.0f), 0);   // once, whatever the count
+  EXPECT_EQ(pick(1.1f, 0.0f), 1);
+  EXPECT_EQ(pick(-2.0f, 0.0f), 0);  // negative: repetition rewarded
+  // Outside the window, nothing is penalised.
+  SamplingParams p = plain();
+  p.temperature = 0.0f;
+  p.frequency_penalty = 2.0f;
+  p.repeat_last_n = 2;
+  Sampler s(p);
+  s.accept(0);
+  s.accept(2);
+  s.accept(2);  // token 0 has left the window
+  EXPECT_EQ(s.sample(logits), 0);
+}
+
+TEST(Logprobs, AreLogSoftmaxOfTheRawLogitsWithRankedAlternatives) {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, kNegInf, std::nanf(""), 0.5f};
+  double total = 0;
+  for (float l : {1.0f, 3.0f, 3.0f, 0.5f}) total += std::exp(double(l));
+  const LogprobReport r = logprobs_of(logits, 0, 3);
+  EXPECT_EQ(r.chosen.id, 0);
+  EXPECT_NEAR(r.chosen.logprob, 1.0 - std::log(total), 1e-6);
+  ASSERT_EQ(r.top.size(), 3u);
+  EXPECT_EQ(r.top[0].id, 1);  // ties: the lower id first
+  EXPECT_EQ(r.top[1].id, 2);
+  EXPECT_EQ(r.top[2].id, 0);
+  EXPECT_NEAR(r.top[0].logprob, 3.0 - std::log(total), 1e-6);
+  EXPECT_TRUE(std::isinf(logprobs_of(logits, 3, 0).chosen.logprob));
+  EXPECT_TRUE(std::isinf(logprobs_of(logits, 4, 0).chosen.logprob));
+  EXPECT_TRUE(logprobs_of(logits, 0, 0).top.empty());
+  EXPECT_EQ(logprobs_of(logits, 0, 100).top.size(), logits.size());
+  EXPECT_THROW(logprobs_of(logits, 6, 0), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace ws

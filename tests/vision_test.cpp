@@ -73,8 +73,16 @@ struct Pair {
     return std::span<const float>(blob).subspan(d["offset_bytes"].get<size_t>() / 4, count);
   }
   std::string text() const { return g["prompt"]["text"].get<std::string>(); }
-  int32_t boundary() const { return g["layout"]["media_boundary_pos"].get<int32_t>(); }
-  int32_t first_image() const { return g["layout"]["first_image_pos"].get<int32_t>(); }
+  // Row (token index) of the media boundary: M-RoPE goldens give it apart from its position.
+  int32_t boundary() const {
+    const auto& l = g["layout"];
+    return (l.contains("media_boundary_token") ? l["media_boundary_token"] : l["media_boundary_pos"]).get<int32_t>();
+  }
+  int32_t first_image() const {
+    const auto& e = g["image_entries"][0];
+    return (e.contains("tok0") ? e["tok0"] : e["pos0"]).get<int32_t>();
+  }
+  std::string projector() const { return g["projector"]["type"].get<std::string>(); }
 };
 
 double max_abs_diff(std::span<const float> a, std::span<const float> b) {
@@ -100,6 +108,47 @@ std::vector<uint8_t> to_png(const vision::RgbImage& img, const std::string& name
   return bytes;
 }
 
+EngineOptions engine_options() {
+  EngineOptions eo;
+  eo.memory.n_ctx = 1024;
+  eo.n_ubatch = 512;
+  return eo;
+}
+
+// Section 8's bounds per projector family (8.8 for idefics3 / lfm2 / gemma3, 8.10, 8.11): the
+// patch embeddings with ggml's fp16 convolution reproduced, the tower output, the embeddings
+// of a float32 tower, the stored logit rows end to end and with the golden's own embeddings
+// fed to the language model, and argmax agreement over all positions. The tiny qwen35 LM is
+// 3-10 x more sensitive to its input embeddings, hence its looser end-to-end bound.
+struct Bounds {
+  double patch, vit, emb, logits, logits_golden_emb, agreement;
+};
+Bounds bounds_for(const std::string& projector) {
+  if (projector == "qwen3vl_merger") return {1e-5, 3e-3, 3e-3, 0.15, 1e-4, 0.95};
+  if (projector == "gemma4v") return {1e-5, 1e-2, 3e-3, 5e-2, 2e-2, 0.98};
+  if (projector == "gemma3") return {1e-5, 2e-3, 2e-3, 5e-2, 1e-2, 0.98};
+  return {1e-5, 2e-3, 2e-3, 5e-2, 1e-4, 0.98};
+}
+
+// Max |d| of our logits [rows][V] against the golden's stored full rows; also over the rows
+// from `from` on (the text after the image).
+std::pair<double, double> stored_rows_diff(const Pair& p, const std::vector<float>& logits, int32_t from) {
+  const size_t V = size_t(p.model->config().n_vocab);
+  const auto& fl = p.g["full_logits"];
+  const auto rows = p.tensor(fl);
+  double all = 0, after = 0;
+  size_t j = 0;
+  for (const auto& r : fl["positions"]) {
+    const size_t q = r.get<size_t>();
+    EXPECT_LE((q + 1) * V, logits.size());
+    if ((q + 1) * V > logits.size()) break;
+    const double d = max_abs_diff(std::span(logits).subspan(q * V, V), rows.subspan(j++ * V, V));
+    all = std::max(all, d);
+    if (int32_t(q) >= from) after = std::max(after, d);
+  }
+  return {all, after};
+}
+
 class VisionGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -118,6 +167,7 @@ TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
   const auto img = vision::decode_image(p.png);
   EXPECT_EQ(img.rgb, read_bytes(kShared / p.g["image_rgb_file"].get<std::string>())) << name;
 
+  const Bounds b = bounds_for(p.projector());
   ThreadPool pool(4);
   const std::vector<std::vector<uint8_t>> images = {p.png};
   const auto ev = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), images, 512, pool);
@@ -133,7 +183,7 @@ TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
     const auto& e = p.g["image_entries"][i];
     const auto& c = ev.prompt.chunks[e["chunk_index"].get<size_t>()];
     ASSERT_TRUE(c.image);
-    EXPECT_EQ(c.pos0, e["pos0"].get<int32_t>());
+    EXPECT_EQ(c.pos0, (e.contains("tok0") ? e["tok0"] : e["pos0"]).get<int32_t>());
     const auto& pix = ev.prompt.images[size_t(c.image_index)]->entries[size_t(c.entry)].pixels;
     const auto gp = p.tensor(e["pixels"]);
     ASSERT_EQ(pix.size(), gp.size());
@@ -143,22 +193,21 @@ TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
     const double d_emb = max_abs_diff(ev.embeddings[i], p.tensor(e["embeddings"]));
     std::printf("%s entry %zu: patch_embd_plus_pos %.3g, vit_out %.3g, embeddings %.3g\n", name.c_str(), i, d_patch,
                 d_vit, d_emb);
-    EXPECT_LE(d_patch, 1e-4) << name;
-    EXPECT_LE(d_vit, 2e-3) << name;
-    EXPECT_LE(d_emb, 5e-3) << name;
+    EXPECT_LE(d_patch, b.patch) << name;
+    EXPECT_LE(d_vit, b.vit) << name;
+    EXPECT_LE(d_emb, b.emb) << name;
+  }
+  // M-RoPE goldens list the position components every row got: ours must be the same.
+  if (p.g.contains("positions")) {
+    const auto pos = mrope_positions(p.model->config(), ev.prompt.media, 0, int32_t(ev.prompt.tokens.size()));
+    ASSERT_EQ(pos.size(), p.g["positions"].size() * 4) << name << ": the model must use M-RoPE positions";
+    for (size_t r = 0; r < p.g["positions"].size(); ++r)
+      for (size_t c = 0; c < 4; ++c)
+        ASSERT_EQ(pos[r * 4 + c], p.g["positions"][r][c].get<int32_t>()) << name << " row " << r << " component " << c;
   }
   // Logits: the stored full rows, and argmax at every position.
   const int64_t V = p.model->config().n_vocab;
-  const auto& fl = p.g["full_logits"];
-  const auto rows = p.tensor(fl);
-  double d_after = 0, d_all = 0;
-  size_t j = 0;
-  for (const auto& pos : fl["positions"]) {
-    const int32_t q = pos.get<int32_t>();
-    const double d = max_abs_diff(std::span(ev.logits).subspan(size_t(q * V), size_t(V)), rows.subspan(j++ * size_t(V), size_t(V)));
-    d_all = std::max(d_all, d);
-    if (q >= p.boundary()) d_after = std::max(d_after, d);
-  }
+  const auto [d_all, d_after] = stored_rows_diff(p, ev.logits, p.boundary());
   int agree = 0;
   const size_t n = ev.prompt.tokens.size();
   for (size_t q = 0; q < n; ++q) {
@@ -168,8 +217,44 @@ TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
   const double agreement = double(agree) / double(n);
   std::printf("%s logits: stored rows max|d| %.3g (after the image %.3g), argmax agreement %.3f\n", name.c_str(), d_all,
               d_after, agreement);
-  EXPECT_LE(d_all, 5e-2) << name;
-  EXPECT_GE(agreement, 0.98) << name;
+  EXPECT_LE(d_all, b.logits) << name;
+  EXPECT_GE(agreement, b.agreement) << name;
+}
+
+// The language model alone, fed the golden's image embeddings: isolates the LM's handling of
+// image rows (positions, M-RoPE components, bidirectional chunks, per-layer inputs).
+TEST_P(VisionGolden, LogitsFromGoldenEmbeddings) {
+  Pair p(GetParam());
+  const std::string name = p.g["name"];
+  ThreadPool pool(4);
+  const std::vector<std::vector<uint8_t>> images = {p.png};
+  const auto mp = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+  TurnRequest req;
+  req.prompt = mp.tokens;
+  req.media = mp.media;
+  for (const auto& e : p.g["image_entries"]) {
+    const int32_t row = (e.contains("tok0") ? e["tok0"] : e["pos0"]).get<int32_t>();
+    const auto gold = p.tensor(e["embeddings"]);
+    auto rows = std::make_shared<const std::vector<float>>(gold.begin(), gold.end());
+    auto it = std::find_if(req.media.begin(), req.media.end(), [&](const MediaChunk& c) { return c.pos0 == row; });
+    ASSERT_NE(it, req.media.end()) << name << ": no image chunk at row " << row;
+    it->embeddings = [rows] { return rows; };
+  }
+  req.max_tokens = 1;
+  req.sampling.temperature = 0;
+  req.record_logits = true;
+  // Micro-batches of 16 split the image rows (and their M-RoPE positions) across batches;
+  // a bidirectional chunk still goes whole.
+  for (const int32_t ubatch : {512, 16}) {
+    EngineOptions eo = engine_options();
+    eo.n_ubatch = ubatch;
+    Engine engine(*p.model, *p.tok, nullptr, eo, pool);
+    const auto res = engine.run_turn(req);
+    const auto [d_all, d_after] = stored_rows_diff(p, res.logits, p.boundary());
+    std::printf("%s fed the golden's embeddings, n_ubatch %d: stored rows max|d| %.3g (after the image %.3g)\n",
+                name.c_str(), ubatch, d_all, d_after);
+    EXPECT_LE(d_all, bounds_for(p.projector()).logits_golden_emb) << name << " n_ubatch " << ubatch;
+  }
 }
 
 TEST_P(VisionGolden, UnseenImagesRunEndToEnd) {
@@ -207,6 +292,54 @@ TEST_P(VisionGolden, BadImagesGiveClearErrors) {
   const std::vector<std::vector<uint8_t>> none;
   EXPECT_THROW(vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), none, *p.vis, pool),
                std::invalid_argument);
+}
+
+// The report writer (warmstart logits --mmproj) lays out chunks, positions and the layout
+// summary as the golden does, M-RoPE fields included.
+TEST_P(VisionGolden, ReportLayoutMatchesGolden) {
+  Pair p(GetParam());
+  const std::string name = p.g["name"];
+  ThreadPool pool(4);
+  const std::vector<std::vector<uint8_t>> images = {p.png};
+  const auto ev = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), images, 512, pool);
+  const fs::path prefix = fs::temp_directory_path() / ("ws_vision_report_" + std::to_string(::getpid()));
+  vision::write_vision_report(prefix.string(), ev, *p.vis, p.model->config(), {}, {});
+  const json ours = json::parse(std::ifstream(prefix.string() + ".json"));
+  fs::remove(prefix.string() + ".json");
+  fs::remove(prefix.string() + ".f32");
+  for (const char* key : {"n_positions", "n_image_tokens", "first_image_pos", "media_boundary_pos", "n_tokens",
+                          "media_boundary_token"})
+    if (p.g["layout"].contains(key)) EXPECT_EQ(ours["layout"][key], p.g["layout"][key]) << name << " layout." << key;
+  ASSERT_EQ(ours["chunks"].size(), p.g["chunks"].size()) << name;
+  for (size_t i = 0; i < ours["chunks"].size(); ++i)
+    for (const char* key : {"type", "pos0", "n_pos", "n_tokens", "tok0", "non_causal"})
+      if (p.g["chunks"][i].contains(key))
+        EXPECT_EQ(ours["chunks"][i][key], p.g["chunks"][i][key]) << name << " chunk " << i << " " << key;
+  EXPECT_EQ(ours.contains("positions"), p.g.contains("positions")) << name;
+  if (p.g.contains("positions")) EXPECT_EQ(ours["positions"], p.g["positions"]) << name;
+}
+
+// M-RoPE positions as README 8.10 states mtmd assigns them, on a layout the fixtures do not
+// have: two images (a 3 x 2 grid and a strip of 4 rows), text between and after, and rows
+// past the prompt (generated text).
+TEST(VisionMrope, PositionsFollowTheImageGrids) {
+  ModelConfig cfg;
+  cfg.mrope = true;
+  std::vector<MediaChunk> media(2);
+  media[0].pos0 = 3, media[0].n_rows = 6, media[0].grid_w = 3, media[0].grid_h = 2;
+  media[1].pos0 = 12, media[1].n_rows = 4;  // no grid: one row of 4 (mtmd's nx = n_tokens, ny = 1)
+  std::vector<int32_t> want;  // [20][4]
+  auto add = [&](int32_t t, int32_t h, int32_t w) { want.insert(want.end(), {t, h, w, 0}); };
+  for (int32_t r = 0; r < 3; ++r) add(r, r, r);
+  for (int32_t i = 0; i < 6; ++i) add(3, 3 + i / 3, 3 + i % 3);  // the image takes max(3, 2) = 3 positions
+  for (int32_t r = 9; r < 12; ++r) add(r - 3, r - 3, r - 3);
+  for (int32_t i = 0; i < 4; ++i) add(9, 9, 9 + i);              // a strip takes as many positions as rows
+  for (int32_t r = 16; r < 20; ++r) add(r - 3, r - 3, r - 3);
+  EXPECT_EQ(mrope_positions(cfg, media, 0, 20), want);
+  EXPECT_EQ(mrope_positions(cfg, media, 10, 14), std::vector<int32_t>(want.begin() + 40, want.begin() + 56));
+  EXPECT_TRUE(mrope_positions(cfg, media, 0, 3).empty()) << "rows before any image rotate as text does";
+  cfg.mrope = false;
+  EXPECT_TRUE(mrope_positions(cfg, media, 0, 20).empty()) << "models without M-RoPE take state positions";
 }
 
 TEST(VisionImageUrl, DataFileAndRemoteUrls) {
@@ -258,13 +391,6 @@ std::vector<Token> extend(const Tokenizer& tok, std::vector<Token> prompt, const
                                false, true);
   prompt.insert(prompt.end(), more.begin(), more.end());
   return prompt;
-}
-
-EngineOptions engine_options() {
-  EngineOptions eo;
-  eo.memory.n_ctx = 1024;
-  eo.n_ubatch = 512;
-  return eo;
 }
 
 TEST_P(VisionGolden, FourTurnsEncodeOnceAndMatchCold) {

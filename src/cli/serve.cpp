@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "cli/commands.h"
@@ -19,7 +21,7 @@ namespace ws::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model, host = "127.0.0.1", chat_template, api_key, mmproj;
+  std::string model, host = "127.0.0.1", chat_template, api_key, mmproj, alias, cors_origin;
   bool allow_local_files = false;
   double image_cache_mb = 256;  // encoded image embeddings kept for later turns
   int port = 8080;
@@ -98,7 +100,10 @@ int run_serve(const ServeOptions& o) {
   cfg.host = o.host;
   cfg.port = o.port;
   cfg.api_key = o.api_key;
-  cfg.model_name = std::filesystem::path(model_path).filename().string();
+  cfg.model_name = o.alias.empty() ? std::filesystem::path(model_path).filename().string() : o.alias;
+  cfg.model_path = model_path;
+  cfg.chat_template = tmpl_source;
+  cfg.cors_origin = o.cors_origin;
   cfg.n_ctx = o.ctx;
   cfg.limits = o.limits;
   cfg.limits.max_body_bytes = size_t(o.max_body_mb * 1024 * 1024);
@@ -127,16 +132,23 @@ Command add_serve(CLI::App& root) {
   app->add_option("-m,--model", o->model, "GGUF model file (default: the embedded chat model)");
   app->add_option("--host", o->host, "address to bind (default 127.0.0.1: this machine only)");
   app->add_option("--port", o->port, "TCP port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
-  app->add_option("--parallel", o->parallel, "slots served concurrently")->check(CLI::PositiveNumber);
-  app->add_option("-c,--ctx", o->ctx, "context size per slot")->check(CLI::PositiveNumber);
+  // llama-server's names are aliases where they mean the same (-np is handled in run's
+  // argument check: CLI11 takes no multi-letter short names).
+  app->add_option("--parallel", o->parallel, "slots served concurrently (alias -np)")->check(CLI::PositiveNumber);
+  app->add_option("-c,--ctx,--ctx-size", o->ctx, "context size per slot")->check(CLI::PositiveNumber);
   add_kv_type_option(app, o->kv);
   app->add_option("-t,--threads", o->threads, "threads in all (split between the slots)")->check(CLI::PositiveNumber);
-  app->add_option("--cache-budget-mb", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
+  app->add_option("--cache-budget-mb,--cache-ram", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
       ->check(CLI::NonNegativeNumber);
   add_checkpoint_options(app, o->checkpoints);
   app->add_option("--queue", o->queue, "requests that may wait for a slot; more get 503")->check(CLI::NonNegativeNumber);
-  app->add_option("--chat-template", o->chat_template, "Jinja chat template file (default: the model's own)");
-  app->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (all routes but /health)");
+  app->add_option("--chat-template,--chat-template-file", o->chat_template,
+                  "Jinja chat template file (default: the model's own)");
+  app->add_option("--api-key", o->api_key,
+                  "require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (all routes but /health)");
+  app->add_option("--alias", o->alias, "model name reported by /v1/models and in replies (default: the file's name)");
+  app->add_option("--cors-origin", o->cors_origin,
+                  "send Access-Control-Allow-Origin: ORIGIN ('*': any) and answer OPTIONS preflights (default: off)");
   app->add_option("--mmproj", o->mmproj, "vision projector GGUF: accept image_url content parts");
   app->add_option("--image-cache-mb", o->image_cache_mb, "encoded-image cache in MiB (with --mmproj)")
       ->check(CLI::NonNegativeNumber);
@@ -155,7 +167,22 @@ Command add_serve(CLI::App& root) {
   app->add_option("--max-body-mb", o->max_body_mb,
                   "largest request body in MiB, chunked or not; larger is 413 (default 64)")
       ->check(CLI::Range(0.001, 4096.0));
-  return {app, [o] { return run_serve(*o); }};
+  // Whatever CLI11 did not take must be llama-server's -np N; anything else is an error.
+  app->allow_extras();
+  return {app, [o, app] {
+            const std::vector<std::string> rest = app->remaining();
+            for (size_t i = 0; i < rest.size(); i += 2) {
+              if (rest[i] != "-np") throw std::runtime_error("serve: unknown option or argument '" + rest[i] + "'");
+              int n = 0;
+              try {
+                n = i + 1 < rest.size() ? std::stoi(rest[i + 1]) : 0;
+              } catch (const std::exception&) {
+              }
+              if (n <= 0) throw std::runtime_error("serve: -np needs a positive number of slots");
+              o->parallel = n;
+            }
+            return run_serve(*o);
+          }};
 }
 
 }  // namespace ws::cli

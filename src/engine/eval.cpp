@@ -35,13 +35,17 @@ void eval_batches(const Model& model, SeqState& state, size_t n, int32_t n_ubatc
 }  // namespace
 
 void eval_tokens(const Model& model, SeqState& state, std::span<const Token> tokens, int32_t n_ubatch,
-                 LogitsMode mode, std::vector<float>& logits, ThreadPool& pool) {
-  eval_batches(model, state, tokens.size(), n_ubatch, mode, logits, pool,
-               [&](size_t start, size_t len) { return Batch{tokens.subspan(start, len)}; });
+                 LogitsMode mode, std::vector<float>& logits, ThreadPool& pool, const int32_t* positions) {
+  eval_batches(model, state, tokens.size(), n_ubatch, mode, logits, pool, [&](size_t start, size_t len) {
+    Batch b{tokens.subspan(start, len)};
+    if (positions) b.positions = positions + 4 * start;
+    return b;
+  });
 }
 
 void eval_embeddings(const Model& model, SeqState& state, const float* embeddings, int64_t n_rows, bool non_causal,
-                     int32_t n_ubatch, LogitsMode mode, std::vector<float>& logits, ThreadPool& pool) {
+                     int32_t n_ubatch, LogitsMode mode, std::vector<float>& logits, ThreadPool& pool,
+                     const int32_t* positions) {
   if (n_rows <= 0) throw std::invalid_argument("no embedding rows to evaluate");
   const size_t d = size_t(model.config().n_embd);
   // A non-causal chunk must be one batch: splitting it would hide later rows from earlier ones.
@@ -51,6 +55,7 @@ void eval_embeddings(const Model& model, SeqState& state, const float* embedding
     b.embeddings = embeddings + start * d;
     b.n_rows = int64_t(len);
     b.non_causal = non_causal;
+    if (positions) b.positions = positions + 4 * start;
     return b;
   });
 }

@@ -53,6 +53,7 @@ uint64_t Rng::next() {
 double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
 
 Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
+  if (p.constraint) filter_ = p.constraint->start();
   check(!std::isnan(p.temperature), "temperature is NaN");
   check(p.top_k >= 0, "top_k must be >= 0 (0 turns it off), got " + std::to_string(p.top_k));
   check(p.top_p >= 0.0f && p.top_p <= 1.0f, "top_p must be in [0, 1] (1 turns it off), got " + std::to_string(p.top_p));
@@ -60,12 +61,28 @@ Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
   check(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f,
         "repeat_penalty must be a positive number (1 turns it off), got " + std::to_string(p.repeat_penalty));
   check(p.repeat_last_n >= 0, "repeat_last_n must be >= 0 (0 turns it off), got " + std::to_string(p.repeat_last_n));
+  check(std::isfinite(p.presence_penalty), "presence_penalty must be a finite number");
+  check(std::isfinite(p.frequency_penalty), "frequency_penalty must be a finite number");
+  for (const auto& [id, bias] : p.logit_bias) {
+    check(id >= 0, "logit_bias token ids must be >= 0, got " + std::to_string(id));
+    check(!std::isnan(bias) && !(std::isinf(bias) && bias > 0), "logit_bias values must be numbers or -inf");
+    bias_.emplace_back(id, bias);
+  }
+  std::sort(bias_.begin(), bias_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The same id twice adds both biases, as two entries of llama.cpp's list do.
+  size_t out = 0;
+  for (size_t i = 0; i < bias_.size(); ++i) {
+    if (out > 0 && bias_[out - 1].first == bias_[i].first) bias_[out - 1].second += bias_[i].second;
+    else bias_[out++] = bias_[i];
+  }
+  bias_.resize(out);
 }
 
 void Sampler::reset() {
   history_.clear();
   history_next_ = 0;
   rng_ = Rng(params_.seed);
+  if (params_.constraint) filter_ = params_.constraint->start();
 }
 
 void Sampler::accept(int32_t token) {
@@ -98,18 +115,41 @@ void Sampler::build_candidates(std::span<const float> logits) {
   check(!cands_.empty(), "every logit is -inf or NaN; there is no token to pick");
 }
 
-void Sampler::apply_penalties() {
-  if (params_.repeat_penalty == 1.0f || history_.empty()) return;
-  std::vector<int32_t> seen(history_);
-  std::sort(seen.begin(), seen.end());
-  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-  // Candidates are still in id order here, so each seen token is found by binary search.
-  for (int32_t tok : seen) {
+void Sampler::apply_logit_bias() {
+  if (bias_.empty()) return;
+  // Candidates are in id order here, so each biased token is found by binary search.
+  bool banned = false;
+  for (const auto& [tok, bias] : bias_) {
     auto it = std::lower_bound(cands_.begin(), cands_.end(), tok,
                                [](const Candidate& c, int32_t id) { return c.id < id; });
     if (it == cands_.end() || it->id != tok) continue;
-    // llama.cpp's rule: shrink positive logits, push negative ones further down.
-    it->logit = it->logit > 0 ? it->logit / params_.repeat_penalty : it->logit * params_.repeat_penalty;
+    it->logit += bias;
+    banned = banned || !std::isfinite(it->logit);
+  }
+  if (banned) std::erase_if(cands_, [](const Candidate& c) { return !std::isfinite(c.logit); });
+  check(!cands_.empty(), "logit_bias bans every token that could be picked");
+}
+
+void Sampler::apply_penalties() {
+  const SamplingParams& p = params_;
+  if ((p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) || history_.empty())
+    return;
+  std::vector<int32_t> seen(history_);
+  std::sort(seen.begin(), seen.end());
+  // Candidates are still in id order here, so each seen token is found by binary search.
+  for (size_t i = 0; i < seen.size();) {
+    const int32_t tok = seen[i];
+    size_t j = i;
+    while (j < seen.size() && seen[j] == tok) ++j;
+    const float count = float(j - i);
+    i = j;
+    auto it = std::lower_bound(cands_.begin(), cands_.end(), tok,
+                               [](const Candidate& c, int32_t id) { return c.id < id; });
+    if (it == cands_.end() || it->id != tok) continue;
+    // llama.cpp's rule: shrink positive logits, push negative ones further down; then
+    // OpenAI's frequency and presence terms.
+    it->logit = it->logit > 0 ? it->logit / p.repeat_penalty : it->logit * p.repeat_penalty;
+    it->logit -= count * p.frequency_penalty + p.presence_penalty;
   }
 }
 
@@ -175,8 +215,37 @@ int32_t Sampler::draw() {
   return cands_[0].id;
 }
 
+// llama.cpp's order (common_sampler_sample): draw from the unconstrained chain; keep the
+// token when the filter allows it, otherwise remove every refused token before the chain
+// (penalties, top-k, ...) and draw again. The full mask is paid only on a refusal.
+int32_t Sampler::sample_filtered(std::span<const float> logits) {
+  in_chain_ = true;
+  mask_pass_ = false;
+  try {
+    int32_t t = sample(logits);
+    if (!filter_->allows(t)) {
+      filter_->allowed(mask_);
+      mask_pass_ = true;
+      t = sample(logits);
+    }
+    in_chain_ = mask_pass_ = false;
+    filter_->accept(t);
+    return t;
+  } catch (...) {
+    in_chain_ = mask_pass_ = false;
+    throw;
+  }
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
+  if (filter_ && !in_chain_) return sample_filtered(logits);
   build_candidates(logits);
+  if (mask_pass_) {
+    // Logit rows past the tokenizer's vocabulary (padding) are never allowed.
+    std::erase_if(cands_, [&](const Candidate& c) { return size_t(c.id) >= mask_.size() || !mask_[size_t(c.id)]; });
+    check(!cands_.empty(), "the grammar allows no token here (every allowed token has a -inf or NaN logit)");
+  }
+  apply_logit_bias();
   apply_penalties();
   if (params_.temperature <= 0.0f) {
     // Greedy: the filters below never remove the best token, so skip them.
@@ -188,6 +257,39 @@ int32_t Sampler::sample(std::span<const float> logits) {
   apply_top_p();
   apply_min_p();
   return draw();
+}
+
+LogprobReport logprobs_of(std::span<const float> logits, int32_t token, int32_t top_n) {
+  check(token >= 0 && size_t(token) < logits.size(), "logprobs_of: token outside the vocabulary");
+  auto value = [&](size_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+  float m = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) m = std::max(m, value(i));
+  // log-softmax = l - max - log(sum exp(l - max)), in double; +inf logits share the mass.
+  const bool pos_inf = std::isinf(m) && m > 0;
+  double total = 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    total += pos_inf ? double(value(i) == m) : std::exp(double(value(i)) - double(m));
+  const double log_total = std::log(total);
+  auto logprob = [&](size_t i) -> float {
+    const float l = value(i);
+    if (pos_inf) return l == m ? float(-log_total) : -INFINITY;
+    return std::isinf(l) ? -INFINITY : float(double(l) - double(m) - log_total);
+  };
+  LogprobReport r;
+  r.chosen = {token, logprob(size_t(token))};
+  const size_t k = std::min(size_t(std::max(top_n, 0)), logits.size());
+  if (k == 0) return r;
+  struct Entry {
+    int32_t id;
+    float logit;
+  };
+  std::vector<Entry> all;  // ranked with the sampler's strict order (ties: lower id)
+  all.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) all.push_back({int32_t(i), value(i)});
+  auto cmp = [](const Entry& a, const Entry& b) { return better(a, b); };
+  std::partial_sort(all.begin(), all.begin() + ptrdiff_t(k), all.end(), cmp);
+  for (size_t i = 0; i < k; ++i) r.top.push_back({all[i].id, logprob(size_t(all[i].id))});
+  return r;
 }
 
 }  // namespace ws

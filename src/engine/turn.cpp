@@ -38,6 +38,31 @@ void validate_media(const TurnRequest& req) {
 
 }  // namespace
 
+std::vector<int32_t> mrope_positions(const ModelConfig& cfg, std::span<const MediaChunk> media, int32_t begin,
+                                     int32_t end) {
+  // Rows before the first image rotate by their state positions, as text always does.
+  if (!cfg.mrope || end <= begin || media.empty() || end <= media.front().pos0) return {};
+  std::vector<int32_t> out(size_t(end - begin) * 4);  // [end - begin][4] t, h, w, e
+  int32_t shift = 0;  // rows minus positions of the chunks before row r
+  size_t c = 0;       // first chunk not wholly before row r
+  for (int32_t r = begin; r < end; ++r) {
+    while (c < media.size() && r >= media[c].pos0 + media[c].n_rows) {
+      const MediaChunk& m = media[c++];
+      const int32_t w = m.grid_w > 0 ? m.grid_w : m.n_rows, h = m.grid_h > 0 ? m.grid_h : 1;
+      shift += m.n_rows - std::max(w, h);
+    }
+    int32_t* o = out.data() + size_t(r - begin) * 4;
+    if (c < media.size() && r >= media[c].pos0) {
+      const MediaChunk& m = media[c];
+      const int32_t q = m.pos0 - shift, i = r - m.pos0, w = m.grid_w > 0 ? m.grid_w : m.n_rows;
+      o[0] = q, o[1] = q + i / w, o[2] = q + i % w, o[3] = 0;
+    } else {
+      o[0] = o[1] = o[2] = r - shift, o[3] = 0;  // text: llama.cpp zeroes the fourth component
+    }
+  }
+  return out;
+}
+
 ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem) {
   MemoryOptions probe = mem;
   probe.n_ctx = 1;
@@ -88,9 +113,12 @@ void Engine::put(const std::vector<Token>& tokens, size_t n, const SeqState& sta
 void Engine::eval_range(const TurnRequest& req, int32_t pos, int32_t end, LogitsMode mode, SeqState& state,
                         std::vector<float>& logits) {
   const MediaChunk* c = chunk_at(req, pos);
+  // [end - pos][4] M-RoPE components, or empty
+  const std::vector<int32_t> rope_pos = mrope_positions(model_.config(), req.media, pos, end);
+  const int32_t* rp = rope_pos.empty() ? nullptr : rope_pos.data();
   if (!c) {
     eval_tokens(model_, state, std::span(req.prompt).subspan(size_t(pos), size_t(end - pos)), opt_.n_ubatch, mode,
-                logits, pool_);
+                logits, pool_, rp);
     return;
   }
   const size_t d = size_t(model_.config().n_embd);
@@ -100,7 +128,7 @@ void Engine::eval_range(const TurnRequest& req, int32_t pos, int32_t end, Logits
                              std::to_string(rows ? rows->size() : 0) + " embedding values, expected " +
                              std::to_string(size_t(c->n_rows) * d) + " (projector and model do not match?)");
   eval_embeddings(model_, state, rows->data() + size_t(pos - c->pos0) * d, end - pos, c->non_causal, opt_.n_ubatch,
-                  mode, logits, pool_);
+                  mode, logits, pool_, rp);
 }
 
 Boundary Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, std::vector<float>& last_logits,
@@ -164,6 +192,11 @@ void Engine::align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& re
 }
 
 TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
+  if (!sink) return run_samples(req, {});
+  return run_samples(req, [&sink](int32_t, Token t, std::span<const float>) { return sink(t); });
+}
+
+TurnResult Engine::run_samples(const TurnRequest& req, const SampleSink& sink) {
   const auto t0 = clock_type::now();
   TurnResult res;
   const int32_t n = int32_t(req.prompt.size());
@@ -200,39 +233,77 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
     ++res.checkpoints;
     frontier_due = false;
   };
-  Sampler sampler(req.sampling);
-  for (Token t : req.prompt)
-    if (t >= 0) sampler.accept(t);  // media placeholders are not tokens
-  std::vector<Token> seq = req.prompt;  // every token the state has consumed
-  res.stop_reason = "length";
-  for (int32_t i = 0; i < req.max_tokens; ++i) {
-    const Token next = sampler.sample(logits);
-    if (i == 0) res.ttft_ms = ms_since(t0);
-    if (tok_.is_eog(next)) {
-      res.stop_reason = "eog";
-      break;
-    }
-    res.generated.push_back(next);
-    sampler.accept(next);
-    if (sink && !sink(next)) {
-      res.stop_reason = "client";
-      break;
-    }
-    take_frontier();
-    if (i + 1 == req.max_tokens) break;
-    if (state.position() + 1 >= opt_.memory.n_ctx) {
-      res.stop_reason = "context";
-      break;
-    }
-    const Token one[1] = {next};
-    eval_tokens(model_, state, one, 1, req.record_logits ? LogitsMode::all : LogitsMode::last, logits, pool_);
-    if (req.record_logits) res.logits.insert(res.logits.end(), logits.begin(), logits.end());
-    seq.push_back(next);
+  // Reply 0 continues in `state`; the others in exact forks of it, taken before any reply
+  // moves it, with their own samplers and logits.
+  struct Reply {
+    SeqState* state;
+    Sampler sampler;
+    std::vector<float> logits;
+    std::vector<Token> seq;  // every token the state has consumed
+    TurnResult::Sample out;
+    bool done = false;
+  };
+  const int32_t n_samples = std::max<int32_t>(1, req.n_samples);
+  std::vector<SeqState> forks;
+  forks.reserve(size_t(n_samples - 1));
+  for (int32_t s = 1; s < n_samples; ++s) forks.push_back(state.fork());
+  std::vector<Reply> replies;
+  replies.reserve(size_t(n_samples));
+  for (int32_t s = 0; s < n_samples; ++s) {
+    SamplingParams p = req.sampling;
+    p.seed += uint64_t(s);
+    replies.push_back(Reply{s == 0 ? &state : &forks[size_t(s - 1)], Sampler(p), logits, req.prompt, {{}, "length"}});
+    for (Token t : req.prompt)
+      if (t >= 0) replies.back().sampler.accept(t);  // media placeholders are not tokens
   }
+  for (int32_t i = 0; i < req.max_tokens; ++i) {
+    bool active = false;
+    for (int32_t s = 0; s < n_samples; ++s) {
+      Reply& r = replies[size_t(s)];
+      if (r.done) continue;
+      const Token next = r.sampler.sample(r.logits);
+      if (i == 0 && s == 0) res.ttft_ms = ms_since(t0);
+      r.done = true;  // until this step reaches its end
+      if (tok_.is_eog(next)) {
+        r.out.stop_reason = "eog";
+        continue;
+      }
+      r.out.generated.push_back(next);
+      r.sampler.accept(next);
+      if (sink && !sink(s, next, r.logits)) {
+        r.out.stop_reason = "client";
+        continue;
+      }
+      if (s == 0) take_frontier();  // reply 0's state and logits are still the prompt's
+      if (i + 1 == req.max_tokens) continue;
+      if (r.state->position() + 1 >= opt_.memory.n_ctx) {
+        r.out.stop_reason = "context";
+        continue;
+      }
+      const Token one[1] = {next};
+      const auto rope_pos = mrope_positions(model_.config(), req.media, r.state->position(), r.state->position() + 1);
+      const bool record = req.record_logits && s == 0;
+      eval_tokens(model_, *r.state, one, 1, record ? LogitsMode::all : LogitsMode::last, r.logits, pool_,
+                  rope_pos.empty() ? nullptr : rope_pos.data());
+      if (record) res.logits.insert(res.logits.end(), r.logits.begin(), r.logits.end());
+      r.seq.push_back(next);
+      r.done = false;
+      active = true;
+    }
+    if (!active) break;
+  }
+  const std::vector<Token>& seq = replies[0].seq;
+  int32_t computed_elsewhere = 0;  // tokens the other replies fed
+  for (auto& r : replies) {
+    if (&r != &replies[0]) computed_elsewhere += int32_t(r.seq.size()) - n;
+    res.samples.push_back(std::move(r.out));
+  }
+  res.generated = res.samples[0].generated;
+  res.stop_reason = res.samples[0].stop_reason;
   if (res.ttft_ms == 0) res.ttft_ms = ms_since(t0);
   take_frontier();
   if (int32_t(seq.size()) > n) put(seq, seq.size(), state, Boundary::reply, memory.take());
-  res.computed = int32_t(seq.size()) - res.reused;
+  res.computed = int32_t(seq.size()) - res.reused + computed_elsewhere;
   if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms, res.checkpoint_ms + res.frontier_ms);
   res.total_ms = ms_since(t0);
   return res;

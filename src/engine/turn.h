@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,7 +32,19 @@ struct MediaChunk {
   // [n_rows][n_embd] f32. Called only when some of these positions must be computed, so an
   // image covered by a cached state is never encoded.
   std::function<std::shared_ptr<const std::vector<float>>()> embeddings;
+  // The rows' grid (mtmd's nx x ny, row-major); 0 = one row of n_rows. Only M-RoPE models use
+  // it: row i of the chunk gets the position components (q, q + i / grid_w, q + i % grid_w, 0),
+  // q the chunk's first position, and the chunk advances positions by max(grid_w, grid_h).
+  int32_t grid_w = 0, grid_h = 0;
 };
+
+// The rope position components ([end - begin][4]: t, h, w, e) of rows [begin, end) of a prompt
+// with these media chunks (sorted), rows past the prompt included (generated text), for an
+// M-RoPE model: text at position p is (p, p, p, 0), p = row minus the rows the images before it
+// hold beyond their positions. Empty when the model is not M-RoPE or every row precedes the
+// first image: those rows rotate by their state positions, exactly as text alone does.
+std::vector<int32_t> mrope_positions(const ModelConfig& cfg, std::span<const MediaChunk> media, int32_t begin,
+                                     int32_t end);
 
 struct TurnRequest {
   std::vector<Token> prompt;
@@ -40,6 +53,10 @@ struct TurnRequest {
   std::vector<int32_t> media_ends;    // token positions right after an image
   int32_t max_tokens = 128;
   SamplingParams sampling;
+  // > 1: that many replies to one prompt computation. Reply i continues from an exact fork
+  // of the state the prompt left, with its own sampler seeded sampling.seed + i; the replies
+  // advance one token each in turn.
+  int32_t n_samples = 1;
   bool record_logits = false;  // keep the logits of the computed prompt tail and of each generated token
 };
 
@@ -54,6 +71,12 @@ struct TurnResult {
   std::vector<int32_t> chunk_ends;    // micro-batch boundaries used for the prompt tail
   std::vector<float> logits;          // record_logits: [(prompt - reused) + fed generated][n_vocab]
   std::string stop_reason;            // "eog", "length", "client", "context"
+  // One per reply (n_samples); generated and stop_reason above are samples[0]'s.
+  struct Sample {
+    std::vector<Token> generated;
+    std::string stop_reason;
+  };
+  std::vector<Sample> samples;
 };
 
 // Reuse traits of a model's layer kinds (full KV only -> deeper checkpoints can be cut;
@@ -62,6 +85,9 @@ ReuseTraits reuse_traits(const Model& model, const MemoryOptions& mem);
 
 // Returns false to stop generating (e.g. the client went away).
 using TokenSink = std::function<bool(Token)>;
+// A sampled token of reply `sample` with the raw logits it was drawn from (for logprobs).
+// Returns false to stop that reply.
+using SampleSink = std::function<bool(int32_t sample, Token, std::span<const float> logits)>;
 
 class Engine {
  public:
@@ -70,6 +96,8 @@ class Engine {
         traits_(reuse_traits(model, opt_.memory)),
         spare_core_(pool.size() < int(std::thread::hardware_concurrency())) {}
   TurnResult run_turn(const TurnRequest& req, const TokenSink& sink = {});
+  // run_turn with req.n_samples replies and the logits behind each token.
+  TurnResult run_samples(const TurnRequest& req, const SampleSink& sink);
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return opt_; }
   ThreadPool& pool() const { return pool_; }

@@ -37,13 +37,17 @@ struct ModelConfig {
   float rope_base = 10000.f;
   int32_t n_rot = 0;         // rotated dimensions per head
   RopeType rope_type = RopeType::norm;
+  // M-RoPE (Qwen-VL): positions have (t, h, w, e) components; image rows take a grid of them
+  // (Batch::positions). Text alone is unaffected: all components equal the position there.
+  bool mrope = false;
 };
 
 // Which rows of the batch need logits.
 enum class LogitsMode { all, last, none };
 
 // One micro-batch of input: token ids, or rows of input embeddings (an image's) that
-// replace the token lookup. Positions are state.position() .. +size()-1 either way.
+// replace the token lookup. Positions are state.position() .. +size()-1 either way (the
+// rotary angles of an M-RoPE model may differ: `positions`).
 struct Batch {
   std::span<const Token> tokens;      // [n] ids; ignored when `embeddings` is set
   const float* embeddings = nullptr;  // [n_rows][n_embd] f32, fed as they are (no arch scales them)
@@ -51,6 +55,10 @@ struct Batch {
   // Attention layers let every query see all keys of this batch (on top of the earlier
   // positions its window allows): Gemma 3 image chunks. Needs the whole chunk in one batch.
   bool non_causal = false;
+  // M-RoPE models (ModelConfig::mrope): the rope position components (t, h, w, e) of each row,
+  // [n][4] int32; null: every component of row i is state.position() + i. Rows stay in
+  // state order for the causal mask and the cache either way; only rotations use these.
+  const int32_t* positions = nullptr;
   int64_t size() const { return embeddings ? n_rows : int64_t(tokens.size()); }
 };
 

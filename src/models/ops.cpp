@@ -95,43 +95,93 @@ void read_rope_scaling(const gguf::File& f, const std::string& arch, RopeParams&
   }
 }
 
-void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t pos0, const RopeParams& r) {
-  const int32_t n_rot = r.n_rot;
-  if (r.type == RopeType::none || n_rot <= 0) return;
-  const float theta_scale = std::pow(r.base, -2.0f / float(n_rot));
-  float corr_lo = 0.f, corr_hi = 0.f, mscale = 1.f;  // YaRN ramp ends and magnitude
-  if (r.yarn) {
-    corr_lo = std::max(0.0f, std::floor(yarn_corr_dim(n_rot, r.yarn_orig_ctx, r.yarn_beta_fast, r.base)));
-    corr_hi = std::min(float(n_rot - 1), std::ceil(yarn_corr_dim(n_rot, r.yarn_orig_ctx, r.yarn_beta_slow, r.base)));
+namespace {
+
+// The angle-independent parts of RoPE: the step between pairs and YaRN's ramp and magnitude.
+struct RopeFrame {
+  float theta_scale = 1.f;
+  float corr_lo = 0.f, corr_hi = 0.f, mscale = 1.f;
+  explicit RopeFrame(const RopeParams& r) : theta_scale(std::pow(r.base, -2.0f / float(r.n_rot))) {
+    if (!r.yarn) return;
+    corr_lo = std::max(0.0f, std::floor(yarn_corr_dim(r.n_rot, r.yarn_orig_ctx, r.yarn_beta_fast, r.base)));
+    corr_hi = std::min(float(r.n_rot - 1), std::ceil(yarn_corr_dim(r.n_rot, r.yarn_orig_ctx, r.yarn_beta_slow, r.base)));
     mscale = 1.0f + 0.1f * std::log(1.0f / r.freq_scale);
   }
-  std::vector<float> cos_sin(static_cast<size_t>(n_rot));  // [n_rot/2][2]: cos, sin per rotated pair
+  // cos and sin of pair i whose unscaled angle is theta (ggml's rope_yarn).
+  void cos_sin(const RopeParams& r, int32_t i, float theta, float* cs) const {
+    const float extrap = r.freq_factors ? theta / r.freq_factors[i] : theta;
+    float th = r.freq_scale * extrap;
+    if (r.yarn) {
+      const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, (float(i) - corr_lo) / std::max(0.001f, corr_hi - corr_lo)));
+      th = th * (1.0f - ramp) + extrap * ramp;
+    }
+    cs[0] = std::cos(th) * mscale;
+    cs[1] = std::sin(th) * mscale;
+  }
+};
+
+// Rotates the first n_rot dims of every head of one token: x [n_heads][head_dim] by
+// cos_sin [n_rot/2][2]; NORM rotates adjacent pairs, NEOX (and M-RoPE) pairs half apart.
+void rotate_heads(float* x, int32_t n_heads, int32_t head_dim, const RopeParams& r, const float* cos_sin) {
+  const int32_t half = r.n_rot / 2;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    for (int32_t i = 0; i < half; ++i) {
+      const int32_t a = r.type == RopeType::norm ? 2 * i : i;
+      const int32_t b = r.type == RopeType::norm ? 2 * i + 1 : i + half;
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace
+
+void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t pos0, const RopeParams& r) {
+  if (r.type == RopeType::none || r.n_rot <= 0) return;
+  const RopeFrame frame(r);
+  std::vector<float> cos_sin(static_cast<size_t>(r.n_rot));  // [n_rot/2][2]: cos, sin per rotated pair
   for (int64_t t = 0; t < n_tokens; ++t) {
     // theta_i = pos * theta_scale^i, built by repeated multiplication in f32 as GGUF
     // runtimes do, so the angles match theirs to the last bit.
     float theta = float(pos0 + t);
+    for (int32_t i = 0; i < r.n_rot / 2; ++i) {
+      frame.cos_sin(r, i, theta, cos_sin.data() + 2 * i);
+      theta *= frame.theta_scale;
+    }
+    rotate_heads(x + t * n_heads * head_dim, n_heads, head_dim, r, cos_sin.data());
+  }
+}
+
+void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+                const RopeParams& r) {
+  const int32_t n_rot = r.n_rot;
+  if (r.type == RopeType::none || n_rot <= 0) return;
+  const auto& sec = r.sections;
+  const int32_t n_sect = sec[0] + sec[1] + sec[2] + sec[3];
+  if (n_sect <= 0) throw std::invalid_argument("M-RoPE needs rope.dimension_sections");
+  std::vector<int32_t> comp(static_cast<size_t>(n_rot / 2));  // [n_rot/2] position component of each pair
+  for (int32_t i = 0; i < n_rot / 2; ++i) {
+    const int32_t s = i % n_sect;
+    comp[size_t(i)] = s % 3 == 1 && s < 3 * sec[1]   ? 1
+                      : s % 3 == 2 && s < 3 * sec[2] ? 2
+                      : s % 3 == 0 && s < 3 * sec[0] ? 0
+                                                     : 3;
+  }
+  const RopeFrame frame(r);
+  RopeParams neox = r;  // M-RoPE rotates pairs half a rotation apart
+  neox.type = RopeType::neox;
+  std::vector<float> cos_sin(static_cast<size_t>(n_rot));  // [n_rot/2][2]: cos, sin per rotated pair
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    // All four components advance together, so each pair's angle is built exactly as rope() builds it.
+    float theta[4] = {float(pos[4 * t]), float(pos[4 * t + 1]), float(pos[4 * t + 2]), float(pos[4 * t + 3])};
     for (int32_t i = 0; i < n_rot / 2; ++i) {
-      const float extrap = r.freq_factors ? theta / r.freq_factors[i] : theta;
-      float th = r.freq_scale * extrap;
-      if (r.yarn) {
-        const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, (float(i) - corr_lo) / std::max(0.001f, corr_hi - corr_lo)));
-        th = th * (1.0f - ramp) + extrap * ramp;
-      }
-      cos_sin[2 * i] = std::cos(th) * mscale;
-      cos_sin[2 * i + 1] = std::sin(th) * mscale;
-      theta *= theta_scale;
+      frame.cos_sin(r, i, theta[comp[size_t(i)]], cos_sin.data() + 2 * i);
+      for (float& c : theta) c *= frame.theta_scale;
     }
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* v = x + (t * n_heads + h) * head_dim;
-      for (int32_t i = 0; i < n_rot / 2; ++i) {
-        const int32_t a = r.type == RopeType::norm ? 2 * i : i;
-        const int32_t b = r.type == RopeType::norm ? 2 * i + 1 : i + n_rot / 2;
-        const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * s;
-        v[b] = x0 * s + x1 * c;
-      }
-    }
+    rotate_heads(x + t * n_heads * head_dim, n_heads, head_dim, neox, cos_sin.data());
   }
 }
 
@@ -414,12 +464,17 @@ AttnOptions attention_options(const ModelConfig& c) {
 }
 
 void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, float* k, const float* v, int64_t n,
-            int32_t pos0, float* attn, ThreadPool& pool) {
+            int32_t pos0, float* attn, ThreadPool& pool, const int32_t* mrope_pos) {
   const int32_t hd = kv.head_dim(), n_kv = kv.n_kv_heads();
   if (w.q_norm) rms_norm(q, w.q_norm, q, n * o.n_head, hd, o.eps);
   if (w.k_norm) rms_norm(k, w.k_norm, k, n * n_kv, hd, o.eps);
-  rope(q, n, o.n_head, hd, pos0, o.rope);
-  rope(k, n, n_kv, hd, pos0, o.rope);
+  if (mrope_pos) {
+    rope_multi(q, n, o.n_head, hd, mrope_pos, o.rope);
+    rope_multi(k, n, n_kv, hd, mrope_pos, o.rope);
+  } else {
+    rope(q, n, o.n_head, hd, pos0, o.rope);
+    rope(k, n, n_kv, hd, pos0, o.rope);
+  }
   if (o.q_scale != 1.f)
     for (int64_t i = 0; i < n * o.n_head * hd; ++i) q[i] *= o.q_scale;
   kv.append(k, v, int32_t(n));

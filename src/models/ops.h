@@ -1,6 +1,7 @@
 // Element-wise and attention operations shared by the architecture files.
 // All work on f32 rows; each output row depends only on its own inputs (batch invariance).
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -47,6 +48,9 @@ struct RopeParams {
   bool yarn = false;
   int32_t yarn_orig_ctx = 0;            // rope.scaling.original_context_length
   float yarn_beta_fast = 32.f, yarn_beta_slow = 1.f;
+  // M-RoPE (rope.dimension_sections): rotated pairs per position component (t, h, w, e);
+  // read only by rope_multi.
+  std::array<int32_t, 4> sections{};
 };
 // Reads rope.scaling.{type,factor,original_context_length} and rope_freqs.weight (when
 // present) into r; refuses scaling types it does not implement, by name.
@@ -54,6 +58,14 @@ void read_rope_scaling(const gguf::File& f, const std::string& arch, RopeParams&
 // Rotates the first n_rot dims of each head of x: [n_tokens][n_heads][head_dim],
 // token t at position pos0 + t.
 void rope(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t pos0, const RopeParams& r);
+// Interleaved M-RoPE (Qwen3-VL / Qwen3.5, ggml's IMROPE): NEOX pairs (i, i + n_rot/2) like rope(),
+// but each token has four position components pos[t] = {t, h, w, e} (image rows differ in h, w)
+// and pair i turns by the component of sector s = i mod sum(sections): h if s % 3 == 1 and
+// s < 3 sections[1], w if s % 3 == 2 and s < 3 sections[2], t if s % 3 == 0 and s < 3 sections[0],
+// else e. Every component is scaled pair by pair as rope() scales its one position, so with
+// t = h = w = e the result equals rope()'s bit for bit. pos: [n_tokens][4].
+void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, const int32_t* pos,
+                const RopeParams& r);
 
 struct AttentionParams {
   int32_t n_head = 0;
@@ -147,8 +159,9 @@ struct AttnOptions {
 AttnOptions attention_options(const ModelConfig& c);
 // From fresh projections q: [n][n_head][hd], k, v: [n][n_kv][hd] (q, k changed in place):
 // Q/K norm, RoPE, append K/V to kv, causal attention -> attn: [n][n_head][hd].
+// `mrope_pos` ([n][4], Batch::positions): rope_multi at those positions instead of rope().
 void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, float* k, const float* v, int64_t n,
-            int32_t pos0, float* attn, ThreadPool& pool);
+            int32_t pos0, float* attn, ThreadPool& pool, const int32_t* mrope_pos = nullptr);
 // The whole block: out = wo(attend(wq xn, wk xn, wv xn)). xn, out: [n][n_embd].
 void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,
                      float* out, ThreadPool& pool);

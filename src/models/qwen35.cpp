@@ -72,10 +72,29 @@ class Qwen35Model final : public Decoder {
     gdn_.dv = int32_t(inner / gdn_.n_v_heads);
     emb_ = ops::load_embeddings(f, cfg_);
     attn_ = ops::attention_options(cfg_);
+    read_mrope_sections(f, keys);
     for (int32_t i = 0; i < cfg_.n_layer; ++i) layers_.push_back(load_layer(f, i));
   }
 
  private:
+  // llama.cpp runs qwen35 with interleaved M-RoPE (IMROPE): text rows carry equal position
+  // components, which is plain NEOX RoPE, but image rows get distinct height / width components
+  // in these sections (Batch::positions). Without the key only text is sensible.
+  void read_mrope_sections(const gguf::File& f, const ArchKeys& keys) {
+    const auto sec = keys.get_ints("rope.dimension_sections");
+    if (sec.empty()) return;
+    int64_t sum = 0;
+    for (size_t i = 0; i < sec.size() && i < 4; ++i) {
+      if (sec[i] < 0) f.fail(cfg_.arch + ".rope.dimension_sections must not be negative");
+      attn_.rope.sections[i] = int32_t(sec[i]);
+      sum += sec[i];
+    }
+    if (sec.size() > 4 || sum <= 0 || sum > cfg_.head_dim)  // ggml's limit: sections fit in a head
+      f.fail(cfg_.arch + ".rope.dimension_sections must hold at most 4 sections totalling 1.." +
+             std::to_string(cfg_.head_dim) + " (the head size)");
+    cfg_.mrope = true;
+  }
+
   std::unique_ptr<LayerState> layer_memory(size_t il, const MemoryOptions& opts) const override {
     if (layers_[il].full_attn) return full_kv_memory(cfg_.n_head_kv, cfg_.head_dim, opts);
     // buffer 0: conv tail [conv_k-1][conv_ch]; buffer 1: S [Hv][dk][dv]
@@ -86,7 +105,7 @@ class Qwen35Model final : public Decoder {
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     const Qwen35Layer& l = layers_[il];
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
-      if (l.full_attn) attention(l, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+      if (l.full_attn) attention(l, p.memory<FullKvState>(il), xn, p, out);
       else delta_net(l, p.memory<RecurrentState>(il), xn, p.n, out, p.pool);
     });
     pre_norm(x, l.post_norm, p, [&](const float* xn, float* out) {
@@ -123,8 +142,10 @@ class Qwen35Model final : public Decoder {
   }
 
   // Gated full attention: out = attn_output(attention(q, k, v) * sigmoid(gate)). out: [n][n_embd].
-  void attention(const Qwen35Layer& l, FullKvState& kv, const float* xn, int64_t n, int32_t pos0, float* out,
-                 ThreadPool& pool) const {
+  // Rotations at the batch's M-RoPE positions when it has them (image rows and the text after).
+  void attention(const Qwen35Layer& l, FullKvState& kv, const float* xn, const LayerPass& p, float* out) const {
+    const int64_t n = p.n;
+    ThreadPool& pool = p.pool;
     const int64_t hd = cfg_.head_dim, nh = cfg_.n_head, nq = nh * hd, nkv = cfg_.n_head_kv * hd;
     std::vector<float> qg(size_t(n * 2 * nq));                   // [n][n_head][query hd | gate hd]
     std::vector<float> q(size_t(n * nq)), gate(size_t(n * nq));  // [n][n_head][hd]
@@ -137,7 +158,7 @@ class Qwen35Model final : public Decoder {
       std::copy_n(qg.data() + r * 2 * hd, hd, q.data() + r * hd);
       std::copy_n(qg.data() + r * 2 * hd + hd, hd, gate.data() + r * hd);
     }
-    ops::attend(l.attn, attn_, kv, q.data(), k.data(), v.data(), n, pos0, attn.data(), pool);
+    ops::attend(l.attn, attn_, kv, q.data(), k.data(), v.data(), n, p.pos0, attn.data(), pool, p.batch.positions);
     for (int64_t i = 0; i < n * nq; ++i) attn[i] *= ops::sigmoid(gate[i]);
     matmul(l.attn.wo, attn.data(), n, out, pool);
   }

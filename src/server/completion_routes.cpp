@@ -27,18 +27,21 @@ void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Server::respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn, const GenerationOptions& gen) {
+  // response_format / grammar: the sampler keeps every reply inside the grammar.
+  if (gen.grammar) turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(gen.grammar, grammar_vocab_.get());
   // Waits in line for a slot (503 at once when the line is full) before any byte is sent,
   // so a refused request still gets a proper status.
   std::optional<SlotPool::Lease> lease(slots_.acquire());
+  meta.logprobs = gen.logprobs >= 0;
   if (gen.stream) {
     meta.include_usage = gen.include_usage;
-    stream(res, std::move(*lease), std::move(meta), std::move(turn), gen.stop);
+    stream(res, std::move(*lease), std::move(meta), std::move(turn), gen.stop, gen.logprobs);
     return;
   }
-  const Completion c = run_completion(lease->engine(), tok_, turn, gen.stop, {});
+  const std::vector<Completion> cs = run_completions(lease->engine(), tok_, turn, gen.stop, gen.logprobs, {});
   lease.reset();  // the slot is free before the (possibly slow) network write
-  metrics_.record_turn(c.turn, false);
-  res.set_content(dump_json(completion_json(meta, c)), "application/json");
+  metrics_.record_turn(cs[0].turn, false);
+  res.set_content(dump_json(completion_json(meta, cs)), "application/json");
 }
 
 namespace {
@@ -50,13 +53,15 @@ struct StreamJob {
   TurnRequest turn;
   std::vector<std::string> stop;
   std::optional<SlotPool::Lease> lease;
+  int32_t top_logprobs = -1;  // < 0: no logprobs
 };
 
 }  // namespace
 
 void Server::stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta,
-                    TurnRequest turn, std::vector<std::string> stop) {
-  auto job = std::make_shared<StreamJob>(StreamJob{std::move(meta), std::move(turn), std::move(stop), std::nullopt});
+                    TurnRequest turn, std::vector<std::string> stop, int32_t top_logprobs) {
+  auto job = std::make_shared<StreamJob>(
+      StreamJob{std::move(meta), std::move(turn), std::move(stop), std::nullopt, top_logprobs});
   job->lease.emplace(std::move(lease));
   res.set_header("Cache-Control", "no-cache");
   // Runs on this connection's thread after the handler returns.
@@ -67,23 +72,35 @@ void Server::stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMet
       const std::string event = "data: " + payload + "\n\n";
       return sink.is_writable() && sink.write(event.data(), event.size());
     };
-    if (m.kind == ApiKind::chat && !send(dump_json(role_chunk(m)))) {
-      job->lease.reset();
-      return false;
+    // n > 1: every choice opens with its role chunk, then the choices' text chunks
+    // interleave (one token of each in turn), each carrying its index.
+    const int32_t n = std::max(1, job->turn.n_samples);
+    for (int32_t i = 0; i < n && m.kind == ApiKind::chat; ++i) {
+      if (!send(dump_json(role_chunk(m, i)))) {
+        job->lease.reset();
+        return false;
+      }
     }
-    Completion c;
+    std::vector<size_t> offsets(size_t(n), 0);  // text_offset of each choice's next token
+    std::vector<Completion> cs;
     try {
-      c = run_completion(job->lease->engine(), tok_, job->turn, job->stop,
-                         [&](const std::string& text) { return send(dump_json(text_chunk(m, text))); });
+      cs = run_completions(job->lease->engine(), tok_, job->turn, job->stop, job->top_logprobs,
+                           [&](int32_t i, const std::string& text, std::span<const TokenInfo> tokens) {
+                             const size_t at = offsets[size_t(i)];
+                             offsets[size_t(i)] += text.size();
+                             return send(dump_json(text_chunk(m, text, i, tokens, at)));
+                           });
     } catch (const std::exception& e) {
       job->lease.reset();
       send(dump_json(ApiError(500, std::string("generation failed: ") + e.what(), "server_error").to_json()));
       return false;
     }
     job->lease.reset();
+    const Completion& c = cs[0];
     metrics_.record_turn(c.turn, c.client_gone);
     if (c.client_gone) return false;  // nothing more can be delivered; httplib drops the connection
-    if (!send(dump_json(finish_chunk(m, c)))) return false;
+    for (const Completion& ci : cs)
+      if (!send(dump_json(finish_chunk(m, ci)))) return false;
     if (m.include_usage && !send(dump_json(usage_chunk(m, c)))) return false;
     if (!send("[DONE]")) return false;
     sink.done();

@@ -1,5 +1,8 @@
 #include "server/generation.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "server/api_error.h"
 #include "server/stop_matcher.h"
 
@@ -19,37 +22,92 @@ TurnRequest make_turn_request(const Tokenizer& tok, const RenderedText& prompt, 
   r.prompt = std::move(p.tokens);
   r.message_ends = std::move(p.message_ends);
   r.max_tokens = gen.max_tokens > 0 ? gen.max_tokens : n_ctx - n;
-  r.sampling = gen.sampling;
+  apply_generation(tok, gen, r);
   return r;
+}
+
+void apply_generation(const Tokenizer& tok, const GenerationOptions& gen, TurnRequest& r) {
+  for (const auto& [id, bias] : gen.sampling.logit_bias)
+    if (id >= tok.n_vocab())
+      throw bad_request("'logit_bias' names token " + std::to_string(id) + ", but the vocabulary has " +
+                            std::to_string(tok.n_vocab()) + " tokens",
+                        "logit_bias", "invalid_value");
+  r.sampling = gen.sampling;
+  r.n_samples = gen.n;
 }
 
 Completion run_completion(Engine& engine, const Tokenizer& tok, const TurnRequest& request,
                           const std::vector<std::string>& stop, const TextSink& on_text) {
-  Completion c;
-  StreamDecoder decoder(tok);
-  StopMatcher matcher(stop);
-  bool stopped = false;
-  auto emit = [&](const std::string& text) {
-    if (text.empty()) return true;
-    c.text += text;
-    if (on_text && !on_text(text)) c.client_gone = true;
-    return !c.client_gone;
+  ChoiceSink sink;
+  if (on_text) sink = [&](int32_t, const std::string& text, std::span<const TokenInfo>) { return on_text(text); };
+  return std::move(run_completions(engine, tok, request, stop, -1, sink)[0]);
+}
+
+namespace {
+
+TokenInfo token_info(const Tokenizer& tok, std::span<const float> logits, Token t, int32_t top_n) {
+  const LogprobReport r = logprobs_of(logits, t, top_n);
+  TokenInfo info;
+  // Special pieces shown as text, so an end-of-generation alternative is not an empty string.
+  info.piece = tok.token_to_piece(t, true);
+  info.logprob = r.chosen.logprob;
+  for (const TokenLogprob& alt : r.top) info.top.emplace_back(tok.token_to_piece(alt.id, true), alt.logprob);
+  return info;
+}
+
+}  // namespace
+
+std::vector<Completion> run_completions(Engine& engine, const Tokenizer& tok, const TurnRequest& request,
+                                        const std::vector<std::string>& stop, int32_t top_logprobs,
+                                        const ChoiceSink& on_text) {
+  const size_t n = size_t(std::max(1, request.n_samples));
+  struct Reply {
+    StreamDecoder decoder;
+    StopMatcher matcher;
+    bool stopped = false;
+    std::vector<TokenInfo> pending;  // tokens whose text is not out yet
   };
-  const TokenSink sink = [&](Token t) {
-    StopMatcher::Result r = matcher.push(decoder.push(t));
-    if (!emit(r.emit)) return false;
-    stopped = r.stopped;
-    return !stopped;  // a completed stop string ends generation at once
+  std::vector<Reply> replies;
+  replies.reserve(n);
+  for (size_t i = 0; i < n; ++i) replies.push_back(Reply{StreamDecoder(tok), StopMatcher(stop), false, {}});
+  std::vector<Completion> out(n);
+  bool gone = false;
+  // Text goes out with the tokens that completed it; tokens of a withheld stop string never do.
+  auto emit = [&](size_t i, const std::string& text) {
+    if (text.empty() || gone) return !gone;
+    out[i].text += text;
+    std::vector<TokenInfo> done = std::move(replies[i].pending);
+    replies[i].pending.clear();
+    if (on_text && !on_text(int32_t(i), text, done)) gone = true;
+    out[i].logprobs.insert(out[i].logprobs.end(), std::make_move_iterator(done.begin()),
+                           std::make_move_iterator(done.end()));
+    return !gone;
   };
-  c.turn = engine.run_turn(request, sink);
-  if (!stopped && !c.client_gone) {
-    StopMatcher::Result r = matcher.push(decoder.flush());
-    stopped = r.stopped;
-    if (emit(r.emit) && !stopped) emit(matcher.flush());
+  const SampleSink sink = [&](int32_t s, Token t, std::span<const float> logits) {
+    if (gone) return false;
+    Reply& r = replies[size_t(s)];
+    if (top_logprobs >= 0) r.pending.push_back(token_info(tok, logits, t, top_logprobs));
+    StopMatcher::Result m = r.matcher.push(r.decoder.push(t));
+    if (!emit(size_t(s), m.emit)) return false;
+    r.stopped = m.stopped;
+    return !r.stopped;  // a completed stop string ends this reply at once
+  };
+  const TurnResult turn = engine.run_samples(request, sink);
+  for (size_t i = 0; i < n; ++i) {
+    Reply& r = replies[i];
+    if (!r.stopped && !gone) {
+      StopMatcher::Result m = r.matcher.push(r.decoder.flush());
+      r.stopped = m.stopped;
+      if (emit(i, m.emit) && !r.stopped) emit(i, r.matcher.flush());
+    }
+    Completion& c = out[i];
+    c.index = int32_t(i);
+    c.client_gone = gone;
+    const std::string& why = turn.samples.at(i).stop_reason;
+    c.finish_reason = r.stopped || why == "eog" ? "stop" : "length";
+    c.turn = turn;
   }
-  const std::string& why = c.turn.stop_reason;
-  c.finish_reason = stopped || why == "eog" ? "stop" : "length";
-  return c;
+  return out;
 }
 
 }  // namespace ws::server

@@ -2,6 +2,7 @@
 // streaming and stop sequences. Knows nothing of HTTP: text goes to a callback.
 #pragma once
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,18 +16,38 @@ namespace ws::server {
 // checks it against the context. `param` names the request field in errors.
 TurnRequest make_turn_request(const Tokenizer& tok, const RenderedText& prompt, const GenerationOptions& gen,
                               int32_t n_ctx, const char* param);
+// The sampling settings and reply count of `gen` on `r` (token ids checked against the vocabulary).
+void apply_generation(const Tokenizer& tok, const GenerationOptions& gen, TurnRequest& r);
+
+// One generated token as logprobs report it: its text and its log-probability under the
+// raw logits, with the most likely alternatives at its step.
+struct TokenInfo {
+  std::string piece;  // bytes as the model made them (a piece may end inside a UTF-8 character)
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // most likely first
+};
 
 struct Completion {
+  int32_t index = 0;          // which of the request's n replies
   std::string text;           // everything emitted (stop strings excluded)
   std::string finish_reason;  // "stop" or "length"
   bool client_gone = false;   // the text callback refused more: the client disconnected
-  TurnResult turn;
+  std::vector<TokenInfo> logprobs;  // when requested: the tokens of `text` (those of a stop string excluded)
+  TurnResult turn;            // shared by the n replies (turn.samples holds each one's tokens)
 };
 
 // Receives text as it becomes final; returns false when nobody is listening any more.
 using TextSink = std::function<bool(const std::string&)>;
+// The same for reply `index` of n, with the tokens that completed this text (logprobs).
+using ChoiceSink = std::function<bool(int32_t index, const std::string& text, std::span<const TokenInfo> tokens)>;
 
 Completion run_completion(Engine& engine, const Tokenizer& tok, const TurnRequest& request,
                           const std::vector<std::string>& stop, const TextSink& on_text);
+
+// request.n_samples replies from one prompt computation. `top_logprobs` < 0: no logprobs;
+// otherwise each token's logprob and that many alternatives.
+std::vector<Completion> run_completions(Engine& engine, const Tokenizer& tok, const TurnRequest& request,
+                                        const std::vector<std::string>& stop, int32_t top_logprobs,
+                                        const ChoiceSink& on_text);
 
 }  // namespace ws::server

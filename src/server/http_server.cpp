@@ -17,7 +17,8 @@ using json = nlohmann::ordered_json;
 // Routes we count by name; everything else is "other" so a scanner cannot blow up the
 // label set of /metrics.
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+                            "/detokenize", "/apply-template", "/props"})
     if (path == known) return known;
   return "other";
 }
@@ -48,6 +49,8 @@ void Server::send_error(httplib::Response& res, const ApiError& e) {
 
 bool Server::authorized(const httplib::Request& req) const {
   if (cfg_.api_key.empty() || req.path == "/health") return true;
+  // X-Api-Key as llama-server also takes it, for clients that cannot set Authorization.
+  if (req.has_header("X-Api-Key")) return same_secret(req.get_header_value("X-Api-Key"), cfg_.api_key);
   const std::string auth = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   return auth.starts_with(prefix) && same_secret(auth.substr(prefix.size()), cfg_.api_key);
@@ -71,12 +74,25 @@ void Server::install_routes() {
   http_->set_pre_routing_handler([this](const Request& req, Response& res) {
     // The connection guard's verdict on the request's framing comes first (its body is
     // unread; the guard closes the connection after the answer).
+    if (!cfg_.cors_origin.empty()) {
+      // On every answer, errors included, so a browser page can read why it failed.
+      res.set_header("Access-Control-Allow-Origin", cfg_.cors_origin);
+      if (cfg_.cors_origin != "*") res.set_header("Vary", "Origin");
+    }
     if (const auto refused = http_->refusal(req)) {
       send_error(res, *refused);
       return httplib::Server::HandlerResponse::Handled;
     }
+    // A preflight carries no credentials: it is answered before the key check.
+    if (req.method == "OPTIONS" && !cfg_.cors_origin.empty()) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+      res.set_header("Access-Control-Max-Age", "86400");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError(401, "invalid or missing API key: send 'Authorization: Bearer <key>'",
+    send_error(res, ApiError(401, "invalid or missing API key: send 'Authorization: Bearer <key>' or 'X-Api-Key: <key>'",
                              "invalid_request_error", "", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -85,6 +101,10 @@ void Server::install_routes() {
   http_->Get("/metrics", guard(&Server::handle_metrics));
   http_->Post("/v1/chat/completions", guard(&Server::handle_chat));
   http_->Post("/v1/completions", guard(&Server::handle_text));
+  http_->Post("/tokenize", guard(&Server::handle_tokenize));
+  http_->Post("/detokenize", guard(&Server::handle_detokenize));
+  http_->Post("/apply-template", guard(&Server::handle_apply_template));
+  http_->Get("/props", guard(&Server::handle_props));
   http_->set_error_handler([this](const Request& req, Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
     // Reading the body failed because the guard stopped it (too large, stalled): httplib

@@ -14,6 +14,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/slot_pool.h"
+#include "server/structured_output.h"
 
 namespace httplib {
 struct Request;
@@ -35,6 +36,11 @@ struct ServerConfig {
   // max_connections, not from the slots, so idle sockets cannot hold back /health.
   ConnectionLimits limits;
   bool allow_local_files = false;  // file:// image URLs are read (--allow-local-files)
+  std::string model_path;     // reported by /props
+  std::string chat_template;  // the template's source, reported by /props (empty: ChatML)
+  // --cors-origin: sent as Access-Control-Allow-Origin on every response, OPTIONS preflights
+  // answered with 204; empty: no CORS headers (browsers on other origins are refused).
+  std::string cors_origin;
 };
 
 class Server {
@@ -57,10 +63,15 @@ class Server {
   void handle_metrics(const httplib::Request& req, httplib::Response& res);
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_text(const httplib::Request& req, httplib::Response& res);
+  // utility_routes.cpp
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_apply_template(const httplib::Request& req, httplib::Response& res);
+  void handle_props(const httplib::Request& req, httplib::Response& res);
   // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
   void respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn, const GenerationOptions& gen);
   void stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta, TurnRequest turn,
-              std::vector<std::string> stop);
+              std::vector<std::string> stop, int32_t top_logprobs);
   static void send_error(httplib::Response& res, const ApiError& e);
 
   ServerConfig cfg_;
@@ -71,6 +82,7 @@ class Server {
   VisionSupport vision_;
   std::mutex encode_mu_;  // one image encode at a time on vision_.pool
   Metrics metrics_;
+  GrammarVocabCache grammar_vocab_{tok_};  // for response_format / grammar requests
   std::unique_ptr<GuardedHttpServer> http_;
 };
 

@@ -1,5 +1,7 @@
 #include "server/media_turn.h"
 
+#include "server/generation.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -112,7 +114,7 @@ TurnRequest make_media_turn_request(const Tokenizer& tok, const VisionSupport& v
     };
   r.media_ends = std::move(mp.media_ends);
   r.max_tokens = gen.max_tokens > 0 ? gen.max_tokens : n_ctx - n;
-  r.sampling = gen.sampling;
+  apply_generation(tok, gen, r);
   return r;
 }
 

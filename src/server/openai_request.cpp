@@ -1,9 +1,12 @@
 #include "server/openai_request.h"
 
+#include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/structured_output.h"
 #include "vision/image_url.h"
 #include "vision/media.h"
 
@@ -87,6 +90,68 @@ std::vector<std::string> get_stop(const json& body) {
   return out;
 }
 
+constexpr int64_t kMaxChoices = 16;
+constexpr int64_t kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
+
+// OpenAI's {"token id": bias} with bias in [-100, 100], or llama-server's [[id, bias], ...]
+// where a bias of false bans the token. -100 bans (OpenAI: "should result in a ban"), so it
+// becomes -inf. Ids are checked against the vocabulary in make_turn_request.
+std::vector<std::pair<int32_t, float>> get_logit_bias(const json& body) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return {};
+  std::vector<std::pair<int32_t, float>> out;
+  auto add = [&](const std::string& where, int64_t id, const json& bias) {
+    float b;
+    if (bias.is_boolean() && !bias.get<bool>()) b = -INFINITY;
+    else if (!bias.is_number()) throw wrong_type(where, "a number", bias);
+    else b = float(bias.get<double>());
+    if (!(b >= -100 && b <= 100) && !std::isinf(b))
+      throw bad_request("'" + where + "' must be between -100 and 100, got " + bias.dump(), "logit_bias", "invalid_value");
+    if (id < 0 || id > INT32_MAX)
+      throw bad_request("'logit_bias' token ids must be non-negative integers, got " + std::to_string(id), "logit_bias",
+                        "invalid_value");
+    out.emplace_back(int32_t(id), b <= -100 ? -INFINITY : b);
+  };
+  if (v->is_object()) {
+    for (const auto& [key, bias] : v->items()) {
+      int64_t id = -1;
+      size_t used = 0;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != key.size())
+        throw bad_request("'logit_bias' keys must be token ids (integers as strings), got \"" + key + "\"",
+                          "logit_bias", "invalid_value");
+      add("logit_bias." + key, id, bias);
+    }
+  } else if (v->is_array()) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& pair = (*v)[i];
+      const std::string where = "logit_bias[" + std::to_string(i) + "]";
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
+        throw wrong_type(where, "a [token id, bias] pair", pair);
+      add(where, pair[0].get<int64_t>(), pair[1]);
+    }
+  } else {
+    throw wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+  }
+  return out;
+}
+
+// Fields that would change what comes back and are not implemented: a 400 naming each,
+// never a reply that silently ignores them.
+void refuse_unsupported(const json& body, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const json* v = field(body, name);
+    if (!v) continue;
+    const bool harmless = (v->is_boolean() && !v->get<bool>()) || (v->is_string() && v->get<std::string>().empty()) ||
+                          (v->is_number_integer() && v->get<int64_t>() == 1 && std::string(name) == "best_of");
+    if (!harmless) throw bad_request("'" + std::string(name) + "' is not supported", name, "unsupported_parameter");
+  }
+}
+
 // Fields shared by /v1/chat/completions and /v1/completions.
 GenerationOptions parse_generation(const json& body, const char* max_tokens_field) {
   GenerationOptions g;
@@ -94,8 +159,8 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
     if (!m->is_string()) throw wrong_type("model", "a string", *m);
     g.model = m->get<std::string>();
   }
-  if (get_int(body, "n", 1, 1, INT32_MAX) != 1)
-    throw bad_request("only n=1 is supported", "n", "invalid_value");
+  // Each reply past the first holds its own fork of the state (KV included), hence a cap.
+  g.n = int32_t(get_int(body, "n", 1, 1, kMaxChoices));
   g.max_tokens = int32_t(get_int(body, "max_tokens", -1, 1, INT32_MAX));
   if (max_tokens_field) g.max_tokens = int32_t(get_int(body, max_tokens_field, g.max_tokens, 1, INT32_MAX));
   SamplingParams& s = g.sampling;
@@ -106,12 +171,22 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
   s.top_k = int32_t(get_int(body, "top_k", s.top_k, 0, INT32_MAX));
   s.min_p = float(get_number(body, "min_p", s.min_p, 0, 1));
   s.repeat_penalty = float(get_number(body, "repeat_penalty", s.repeat_penalty, 0, 10));
-  if (field(body, "seed")) {
+  if (s.repeat_penalty <= 0)
+    throw bad_request("'repeat_penalty' must be greater than 0 (1 turns it off)", "repeat_penalty", "invalid_value");
+  // llama-server's -1 ("the whole context") is any window longer than the context.
+  const int64_t last_n = get_int(body, "repeat_last_n", s.repeat_last_n, -1, INT32_MAX);
+  s.repeat_last_n = last_n < 0 ? INT32_MAX : int32_t(last_n);
+  s.presence_penalty = float(get_number(body, "presence_penalty", 0, -2, 2));
+  s.frequency_penalty = float(get_number(body, "frequency_penalty", 0, -2, 2));
+  s.logit_bias = get_logit_bias(body);
+  // llama-server's seed -1 means "pick one", as an absent seed does.
+  if (field(body, "seed") && get_int(body, "seed", 0, INT64_MIN, INT64_MAX) != -1) {
     s.seed = uint64_t(get_int(body, "seed", 0, INT64_MIN, INT64_MAX));
   } else {
     s.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   }
   g.stop = get_stop(body);
+  g.grammar = parse_structured_output(body);
   g.stream = get_bool(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
@@ -272,6 +347,12 @@ ChatRequest parse_chat_request(const json& body, bool allow_local_files) {
     r.tools = *tools;
   }
   r.gen = parse_generation(body, "max_completion_tokens");
+  // Chat's logprobs: a boolean, with top_logprobs alternatives (OpenAI: only with logprobs).
+  const bool logprobs = get_bool(body, "logprobs", false);
+  const int64_t top = get_int(body, "top_logprobs", -1, 0, kMaxTopLogprobs);
+  if (top >= 0 && !logprobs)
+    throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+  r.gen.logprobs = logprobs ? int32_t(std::max<int64_t>(top, 0)) : -1;
   return r;
 }
 
@@ -288,6 +369,9 @@ CompletionRequest parse_completion_request(const json& body) {
   }
   if (r.prompt.empty()) throw bad_request("'prompt' must not be empty", "prompt", "invalid_value");
   r.gen = parse_generation(body, nullptr);
+  // Completions' logprobs: how many alternatives per token (0: the chosen token's only).
+  r.gen.logprobs = int32_t(get_int(body, "logprobs", -1, 0, kMaxTopLogprobs));
+  refuse_unsupported(body, {"echo", "suffix", "best_of"});
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/sampling.h"
+#include "grammar/grammar.h"
 
 namespace ws::server {
 
@@ -17,6 +18,12 @@ struct GenerationOptions {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string model;           // the request's `model`, echoed back (any value is accepted)
+  // response_format / grammar / json_schema, compiled; null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  int32_t n = 1;               // replies to one prompt computation
+  // < 0: no logprobs; otherwise each token's logprob with this many alternatives (chat:
+  // logprobs + top_logprobs; completions: logprobs).
+  int32_t logprobs = -1;
 };
 
 // Bodies are kept as ordered_json: templates tojson messages and tools, and clients

@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <cmath>
 #include <ctime>
 #include <random>
 
@@ -27,10 +28,20 @@ json chunk_base(const ResponseMeta& m, json choices) {
   return j;
 }
 
-json stream_choice(const ResponseMeta& m, json delta, const std::string& text, json finish_reason) {
+json stream_choice(const ResponseMeta& m, json delta, const std::string& text, json finish_reason, int32_t index = 0,
+                   json logprobs = nullptr) {
   if (m.kind == ApiKind::chat)
-    return {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  return {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+    return {{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish_reason}};
+  return {{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish_reason}};
+}
+
+// OpenAI reports an impossible token as -9999.0 (JSON has no -inf).
+double logprob_value(float lp) { return std::isfinite(lp) ? double(lp) : -9999.0; }
+
+json bytes_json(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
 }
 
 }  // namespace
@@ -44,8 +55,16 @@ ResponseMeta make_meta(ApiKind kind, const std::string& model) {
   return m;
 }
 
+// Tokens of every reply (n > 1: they add up, as OpenAI counts them).
+int64_t completion_tokens(const TurnResult& t) {
+  if (t.samples.empty()) return int64_t(t.generated.size());
+  int64_t n = 0;
+  for (const auto& s : t.samples) n += int64_t(s.generated.size());
+  return n;
+}
+
 json usage_json(const TurnResult& t) {
-  const int64_t completion = int64_t(t.generated.size());
+  const int64_t completion = completion_tokens(t);
   return {{"prompt_tokens", t.prompt_tokens},
           {"completion_tokens", completion},
           {"total_tokens", t.prompt_tokens + completion},
@@ -53,7 +72,7 @@ json usage_json(const TurnResult& t) {
 }
 
 json timings_json(const TurnResult& t) {
-  const int32_t predicted = int32_t(t.generated.size());
+  const int32_t predicted = int32_t(completion_tokens(t));
   const double predicted_ms = std::max(0.0, t.total_ms - t.ttft_ms);
   const int32_t prompt_n = t.prompt_tokens - t.reused;
   return {{"prompt_n", prompt_n},
@@ -68,31 +87,73 @@ json timings_json(const TurnResult& t) {
           {"frontier_ms", t.frontier_ms}};       // part of predicted_ms (taken after the first token)
 }
 
-json completion_json(const ResponseMeta& m, const Completion& c) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}};
-  if (m.kind == ApiKind::chat)
-    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-  else
-    choice["text"] = c.text;
+json chat_logprobs_json(std::span<const TokenInfo> tokens) {
+  json content = json::array();
+  for (const TokenInfo& t : tokens) {
+    json top = json::array();
+    for (const auto& [piece, lp] : t.top)
+      top.push_back({{"token", piece}, {"logprob", logprob_value(lp)}, {"bytes", bytes_json(piece)}});
+    content.push_back({{"token", t.piece},
+                       {"logprob", logprob_value(t.logprob)},
+                       {"bytes", bytes_json(t.piece)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+json text_logprobs_json(std::span<const TokenInfo> tokens, size_t offset) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenInfo& t : tokens) {
+    toks.push_back(t.piece);
+    lps.push_back(logprob_value(t.logprob));
+    json top = json::object();
+    for (const auto& [piece, lp] : t.top)
+      if (!top.contains(piece)) top[piece] = logprob_value(lp);  // two tokens may share a piece
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += t.piece.size();
+  }
+  return {{"tokens", std::move(toks)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json completion_json(const ResponseMeta& m, const Completion& c) { return completion_json(m, std::span(&c, 1)); }
+
+json completion_json(const ResponseMeta& m, std::span<const Completion> completions) {
+  json choices = json::array();
+  for (const Completion& c : completions) {
+    json logprobs = nullptr;
+    if (m.logprobs) logprobs = m.kind == ApiKind::chat ? chat_logprobs_json(c.logprobs) : text_logprobs_json(c.logprobs, 0);
+    json choice = {{"index", c.index}, {"logprobs", std::move(logprobs)}, {"finish_reason", c.finish_reason}};
+    if (m.kind == ApiKind::chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    choices.push_back(std::move(choice));
+  }
+  const TurnResult& turn = completions.front().turn;  // shared by the choices
   return {{"id", m.id},
           {"object", m.kind == ApiKind::chat ? "chat.completion" : "text_completion"},
           {"created", m.created},
           {"model", m.model},
-          {"choices", json::array({choice})},
-          {"usage", usage_json(c.turn)},
-          {"timings", timings_json(c.turn)}};
+          {"choices", std::move(choices)},
+          {"usage", usage_json(turn)},
+          {"timings", timings_json(turn)}};
 }
 
-json role_chunk(const ResponseMeta& m) {
-  return chunk_base(m, json::array({stream_choice(m, {{"role", "assistant"}, {"content", ""}}, "", nullptr)}));
+json role_chunk(const ResponseMeta& m, int32_t index) {
+  return chunk_base(m, json::array({stream_choice(m, {{"role", "assistant"}, {"content", ""}}, "", nullptr, index)}));
 }
 
-json text_chunk(const ResponseMeta& m, const std::string& text) {
-  return chunk_base(m, json::array({stream_choice(m, {{"content", text}}, text, nullptr)}));
+json text_chunk(const ResponseMeta& m, const std::string& text, int32_t index, std::span<const TokenInfo> tokens,
+                size_t offset) {
+  json logprobs = nullptr;
+  if (m.logprobs) logprobs = m.kind == ApiKind::chat ? chat_logprobs_json(tokens) : text_logprobs_json(tokens, offset);
+  return chunk_base(m, json::array({stream_choice(m, {{"content", text}}, text, nullptr, index, std::move(logprobs))}));
 }
 
 json finish_chunk(const ResponseMeta& m, const Completion& c) {
-  json j = chunk_base(m, json::array({stream_choice(m, json::object(), "", c.finish_reason)}));
+  json j = chunk_base(m, json::array({stream_choice(m, json::object(), "", c.finish_reason, c.index)}));
   j["timings"] = timings_json(c.turn);  // llama.cpp's server reports timings on the last chunk
   return j;
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 #include "server/generation.h"
@@ -19,18 +20,28 @@ struct ResponseMeta {
   int64_t created = 0;
   std::string model;
   bool include_usage = false;  // streaming: usage: null on each chunk, then a usage chunk
+  bool logprobs = false;       // choices carry logprobs objects (else "logprobs": null)
 };
 ResponseMeta make_meta(ApiKind kind, const std::string& model);
 
 nlohmann::ordered_json usage_json(const TurnResult& turn);
 nlohmann::ordered_json timings_json(const TurnResult& turn);
 
-// The whole non-streaming response.
+// The whole non-streaming response: one choice per completion (n > 1: index 0..n-1).
 nlohmann::ordered_json completion_json(const ResponseMeta& meta, const Completion& c);
+nlohmann::ordered_json completion_json(const ResponseMeta& meta, std::span<const Completion> choices);
 
-// Streaming chunks. `role_chunk` (chat only): the first chunk, delta {role, content: ""}.
-nlohmann::ordered_json role_chunk(const ResponseMeta& meta);
-nlohmann::ordered_json text_chunk(const ResponseMeta& meta, const std::string& text);
+// logprobs objects. Chat: {"content": [{token, logprob, bytes, top_logprobs}], "refusal"};
+// completions: {tokens, token_logprobs, top_logprobs, text_offset}, offsets counted from
+// `offset` (bytes of the reply's text before these tokens).
+nlohmann::ordered_json chat_logprobs_json(std::span<const TokenInfo> tokens);
+nlohmann::ordered_json text_logprobs_json(std::span<const TokenInfo> tokens, size_t offset);
+
+// Streaming chunks. `role_chunk` (chat only): the first chunk of a choice, delta {role, content: ""}.
+// `index`: the choice; `tokens`/`offset`: logprobs of this text when meta.logprobs.
+nlohmann::ordered_json role_chunk(const ResponseMeta& meta, int32_t index = 0);
+nlohmann::ordered_json text_chunk(const ResponseMeta& meta, const std::string& text, int32_t index = 0,
+                                  std::span<const TokenInfo> tokens = {}, size_t offset = 0);
 nlohmann::ordered_json finish_chunk(const ResponseMeta& meta, const Completion& c);
 nlohmann::ordered_json usage_chunk(const ResponseMeta& meta, const Completion& c);
 

@@ -21,18 +21,43 @@ Matrix weight(const gguf::File& f, const std::string& name, int64_t cols, int64_
   return ops::matrix(f, name, cols, rows);
 }
 
+ProjectorType read_projector_type(const gguf::File& f) {
+  // Mixed vision + audio files (Gemma 4) name it under clip.vision.; llama.cpp falls back to that.
+  std::string type = f.get_string("clip.projector_type");
+  if (type.empty()) type = f.get_string("clip.vision.projector_type");
+  if (type == "idefics3") return ProjectorType::idefics3;
+  if (type == "lfm2") return ProjectorType::lfm2;
+  if (type == "gemma3") return ProjectorType::gemma3;
+  if (type == "qwen3vl_merger") return ProjectorType::qwen3vl_merger;
+  if (type == "gemma4v") return ProjectorType::gemma4v;
+  f.fail("projector type '" + type + "' is not supported (idefics3, lfm2, gemma3, qwen3vl_merger, gemma4v are)");
+}
+
+// The merge / pooling factor and the token limits of the dynamic-resolution families, as
+// llama.cpp's load_hparams sets them.
+void read_dynamic(const gguf::File& f, VisionHParams& h) {
+  if (h.projector == ProjectorType::qwen3vl_merger) {
+    // The graph hard-codes a 2 x 2 merge; the key only steers the position ids.
+    h.scale_factor = int32_t(f.get_int("clip.vision.spatial_merge_size", 2));
+    if (h.scale_factor != 2) f.fail("clip.vision.spatial_merge_size must be 2 for qwen3vl_merger");
+    h.min_tokens = 8, h.max_tokens = 4096;
+  } else {
+    h.scale_factor = int32_t(f.get_int("clip.vision.projector.scale_factor", 3));  // Gemma 4's pooling kernel
+    if (h.scale_factor <= 0 || h.scale_factor > 64) f.fail("clip.vision.projector.scale_factor must be 1..64");
+    h.min_tokens = 40, h.max_tokens = 280;
+  }
+}
+
 VisionHParams read_hparams(const gguf::File& f) {
   if (f.get_string("general.architecture") != "clip")
     f.fail("not a vision projector: general.architecture is '" + f.get_string("general.architecture") +
            "', expected 'clip'");
   if (!f.get_bool("clip.has_vision_encoder", false)) f.fail("this mmproj has no vision encoder");
   VisionHParams h;
-  const std::string type = f.get_string("clip.projector_type");
-  if (type == "idefics3") h.projector = ProjectorType::idefics3;
-  else if (type == "lfm2") h.projector = ProjectorType::lfm2;
-  else if (type == "gemma3") h.projector = ProjectorType::gemma3;
-  else f.fail("projector type '" + type + "' is not supported (idefics3, lfm2, gemma3 are)");
-  if (!f.get_bool("clip.use_gelu", true)) f.fail("quick-GELU towers (clip.use_gelu = false) are not supported");
+  h.projector = read_projector_type(f);
+  const bool dynamic = h.projector == ProjectorType::qwen3vl_merger || h.projector == ProjectorType::gemma4v;
+  // llama.cpp's default: without clip.use_gelu the FFN uses quick GELU.
+  h.gelu_quick = !f.get_bool("clip.use_gelu", false);
   h.image_size = require_positive(f, "clip.vision.image_size");
   h.patch_size = require_positive(f, "clip.vision.patch_size");
   h.n_embd = require_positive(f, "clip.vision.embedding_length");
@@ -41,12 +66,16 @@ VisionHParams read_hparams(const gguf::File& f) {
   h.n_head = require_positive(f, "clip.vision.attention.head_count");
   h.projection_dim = require_positive(f, "clip.vision.projection_dim");
   if (h.n_embd % h.n_head != 0) f.fail("vision embedding_length is not a multiple of head_count");
-  if (h.image_size % h.patch_size != 0) f.fail("vision image_size is not a multiple of patch_size");
   h.eps = float(f.get_float("clip.vision.attention.layer_norm_epsilon", 1e-6));
-  // llama.cpp's default scale factor is 4 (the gemma3 converter writes it only when it differs).
-  h.scale_factor = int32_t(f.get_int("clip.vision.projector.scale_factor", 4));
-  if (h.scale_factor <= 0 || (h.image_size / h.patch_size) % h.scale_factor != 0)
-    f.fail("clip.vision.projector.scale_factor must divide the patch grid");
+  if (dynamic) {
+    read_dynamic(f, h);
+  } else {
+    if (h.image_size % h.patch_size != 0) f.fail("vision image_size is not a multiple of patch_size");
+    // llama.cpp's default scale factor is 4 (the gemma3 converter writes it only when it differs).
+    h.scale_factor = int32_t(f.get_int("clip.vision.projector.scale_factor", 4));
+    if (h.scale_factor <= 0 || (h.image_size / h.patch_size) % h.scale_factor != 0)
+      f.fail("clip.vision.projector.scale_factor must divide the patch grid");
+  }
   h.preproc_image_size = int32_t(f.get_int("clip.vision.preproc_image_size", h.image_size));
   const auto mean = f.get_floats("clip.vision.image_mean"), stdv = f.get_floats("clip.vision.image_std");
   if (mean.size() == 3 && stdv.size() == 3)
@@ -65,29 +94,43 @@ const char* projector_name(ProjectorType t) {
     case ProjectorType::idefics3: return "idefics3";
     case ProjectorType::lfm2: return "lfm2";
     case ProjectorType::gemma3: return "gemma3";
+    case ProjectorType::qwen3vl_merger: return "qwen3vl_merger";
+    case ProjectorType::gemma4v: return "gemma4v";
   }
   return "?";
 }
 
 VisionModel::~VisionModel() = default;
 
-VisionModel::VisionModel(const gguf::File& f)
-    : hp_(read_hparams(f)), tower_(std::make_unique<Tower>()), proj_(std::make_unique<Projector>()) {
+VisionModel::VisionModel(const gguf::File& f) : hp_(read_hparams(f)) {
+  if (hp_.projector == ProjectorType::qwen3vl_merger) encoder_ = make_qwen3vl_encoder(f, hp_);
+  else if (hp_.projector == ProjectorType::gemma4v) encoder_ = make_gemma4v_encoder(f, hp_);
+  else load_siglip(f);
+}
+
+Matrix load_patch_kernel(const gguf::File& f, const std::string& name, int64_t E, int64_t K,
+                         std::vector<uint16_t>& store) {
+  const auto& pk = f.require_tensor(name);
+  if (pk.n_elements() != E * K)
+    f.fail("tensor '" + name + "' must have P*P*3*E = " + std::to_string(E * K) + " elements");
+  store.resize(size_t(E * K));
+  if (pk.type == DType::f32) {
+    const float* src = ops::vector_f32(f, name, E * K);
+    for (size_t i = 0; i < store.size(); ++i) store[i] = f32_to_f16(src[i]);
+  } else if (pk.type == DType::f16) {
+    std::memcpy(store.data(), pk.data, store.size() * 2);
+  } else {
+    f.fail("tensor '" + name + "' must be F32 or F16");
+  }
+  return Matrix{DType::f16, E, K, reinterpret_cast<const uint8_t*>(store.data())};
+}
+
+void VisionModel::load_siglip(const gguf::File& f) {
+  tower_ = std::make_unique<Tower>();
+  proj_ = std::make_unique<Projector>();
   const int64_t E = hp_.n_embd, F = hp_.n_ff, P = hp_.patch_size, K = 3 * P * P;
   Tower& tw = *tower_;
-  // Patch kernel {P, P, 3, E}: kept as f16 bits, the rounding ggml's im2col conv applies.
-  const auto& pk = f.require_tensor("v.patch_embd.weight");
-  if (pk.n_elements() != E * K) f.fail("tensor 'v.patch_embd.weight' must have P*P*3*E elements");
-  tw.patch_f16.resize(size_t(E * K));
-  if (pk.type == DType::f32) {
-    const float* src = ops::vector_f32(f, "v.patch_embd.weight", E * K);
-    for (size_t i = 0; i < tw.patch_f16.size(); ++i) tw.patch_f16[i] = f32_to_f16(src[i]);
-  } else if (pk.type == DType::f16) {
-    std::memcpy(tw.patch_f16.data(), pk.data, tw.patch_f16.size() * 2);
-  } else {
-    f.fail("tensor 'v.patch_embd.weight' must be F32 or F16");
-  }
-  tw.patch = Matrix{DType::f16, E, K, reinterpret_cast<const uint8_t*>(tw.patch_f16.data())};
+  tw.patch = load_patch_kernel(f, "v.patch_embd.weight", E, K, tw.patch_f16);
   tw.patch_bias = ops::vector_f32(f, "v.patch_embd.bias", E);
   const auto& pe = f.require_tensor("v.position_embd.weight");
   const int64_t n_pos = pe.ne.size() == 2 ? pe.ne[1] : 0;
@@ -160,6 +203,9 @@ void VisionModel::load_projector(const gguf::File& f) {
       pr.proj = Matrix{t.type, T, E, pr.proj_t.data()};
       break;
     }
+    case ProjectorType::qwen3vl_merger:
+    case ProjectorType::gemma4v:
+      break;  // their own encoders (qwen3vl.cpp, gemma4v.cpp)
   }
 }
 

@@ -1,6 +1,7 @@
 #include "vision/media.h"
 
 #include <stdexcept>
+#include <tuple>
 
 namespace ws::vision {
 namespace {
@@ -132,10 +133,12 @@ MediaPrompt build_media_prompt(const Tokenizer& tok, int32_t lm_n_embd, const st
         VisionContext* vc = &vis;
         ThreadPool* tp = &pool;
         const int32_t entry = item.entry;
-        mp.media.push_back(MediaChunk{pos0, n, item.non_causal, [=]() {
-                                        if (!*memo) *memo = vc->embeddings(hash, entry, prepared->entries[size_t(entry)], *tp);
-                                        return *memo;
-                                      }});
+        MediaChunk mc{pos0, n, item.non_causal, [=]() {
+                        if (!*memo) *memo = vc->embeddings(hash, entry, prepared->entries[size_t(entry)], *tp);
+                        return *memo;
+                      }};
+        std::tie(mc.grid_w, mc.grid_h) = vis.model().token_grid(e);  // M-RoPE models place the rows on it
+        mp.media.push_back(std::move(mc));
       }
     }
     // Checkpoints at both media boundaries: before the image (a different image in its

@@ -1,5 +1,5 @@
-// The three projector families: preprocessing + chunk layout (what mtmd does before the
-// tower) and the projection of the tower output to language-model embeddings.
+// Preprocessing + chunk layout of every projector family (what mtmd does before the tower),
+// and the projection of the SigLIP-style towers' output to language-model embeddings.
 #include <cmath>
 #include <cstring>
 
@@ -51,9 +51,13 @@ std::vector<float> avg_pool(const std::vector<float>& vit, int32_t nx, int32_t n
   return m;
 }
 
-// LFM2-VL target size: sides rounded to multiples of a = patch * s, area kept within
-// [min_px, max_px] (transformers' smart_resize as mtmd computes it).
-std::pair<int32_t, int32_t> lfm2_target(int32_t w, int32_t h, int32_t a, int64_t min_px, int64_t max_px) {
+LayoutItem text(std::string t) { return LayoutItem{LayoutItem::kText, std::move(t), -1, false}; }
+LayoutItem piece(std::string t) { return LayoutItem{LayoutItem::kPiece, std::move(t), -1, false}; }
+LayoutItem embd(int32_t entry, bool non_causal = false) { return LayoutItem{LayoutItem::kEmbeddings, "", entry, non_causal}; }
+
+}  // namespace
+
+std::pair<int32_t, int32_t> dyn_target_size(int32_t w, int32_t h, int32_t a, int64_t min_px, int64_t max_px) {
   auto round_by = [a](float x) { return int32_t(std::round(x / float(a))) * a; };
   auto floor_by = [a](float x) { return int32_t(std::floor(x / float(a))) * a; };
   auto ceil_by = [a](double x) { return int32_t(std::ceil(x / double(a))) * a; };
@@ -69,12 +73,6 @@ std::pair<int32_t, int32_t> lfm2_target(int32_t w, int32_t h, int32_t a, int64_t
   }
   return {wb, hb};
 }
-
-LayoutItem text(std::string t) { return LayoutItem{LayoutItem::kText, std::move(t), -1, false}; }
-LayoutItem piece(std::string t) { return LayoutItem{LayoutItem::kPiece, std::move(t), -1, false}; }
-LayoutItem embd(int32_t entry, bool non_causal = false) { return LayoutItem{LayoutItem::kEmbeddings, "", entry, non_causal}; }
-
-}  // namespace
 
 PreparedImage VisionModel::prepare(const RgbImage& img) const {
   const int32_t S = hp_.image_size;
@@ -110,7 +108,7 @@ PreparedImage VisionModel::prepare(const RgbImage& img) const {
       // Large images would be tiled into 512-pixel tiles by llama.cpp; here they are
       // downscaled to the maximum area instead (a documented simplification).
       const int32_t a = hp_.patch_size * hp_.scale_factor;
-      const auto [w, h] = lfm2_target(img.width, img.height, a, int64_t(64) * a * a, int64_t(256) * a * a);
+      const auto [w, h] = dyn_target_size(img.width, img.height, a, int64_t(64) * a * a, int64_t(256) * a * a);
       out.layout.push_back(text("<|image_start|>"));
       out.layout.push_back(piece("<|img_thumbnail|>"));
       out.layout.push_back(embd(add_entry(resize(img, w, h, ResizeAlgo::bilinear, /*pad=*/false))));
@@ -122,14 +120,33 @@ PreparedImage VisionModel::prepare(const RgbImage& img) const {
       out.layout.push_back(embd(add_entry(resize(img, S, S, ResizeAlgo::bilinear, /*pad=*/true)), /*non_causal=*/true));
       out.layout.push_back(text("<end_of_image>"));
       break;
+    case ProjectorType::qwen3vl_merger:
+    case ProjectorType::gemma4v: {
+      // Dynamic resolution: sides multiples of patch * merge, token count within the limits,
+      // resized (bilinear, aspect kept, black padding) as one entry.
+      const int32_t a = hp_.patch_size * hp_.scale_factor;
+      const int64_t a2 = int64_t(a) * a;
+      const auto [w, h] = dyn_target_size(img.width, img.height, a, hp_.min_tokens * a2, hp_.max_tokens * a2);
+      const bool gemma = hp_.projector == ProjectorType::gemma4v;
+      out.layout.push_back(text(gemma ? "<|image>" : "<|vision_start|>"));
+      out.layout.push_back(embd(add_entry(resize(img, w, h, ResizeAlgo::bilinear, /*pad=*/true)), /*non_causal=*/gemma));
+      out.layout.push_back(text(gemma ? "<image|>" : "<|vision_end|>"));
+      break;
+    }
   }
   return out;
+}
+
+std::pair<int32_t, int32_t> VisionModel::token_grid(const PixelEntry& e) const {
+  if (hp_.projector == ProjectorType::qwen3vl_merger)
+    return {e.width / (2 * hp_.patch_size), e.height / (2 * hp_.patch_size)};
+  return {int32_t(tokens_for(e)), 1};
 }
 
 int64_t VisionModel::tokens_for(const PixelEntry& e) const {
   const int32_t s = hp_.scale_factor;
   const int64_t nx = e.width / hp_.patch_size, ny = e.height / hp_.patch_size;
-  if (hp_.projector == ProjectorType::gemma3) return (nx / s) * (ny / s);
+  if (hp_.projector == ProjectorType::gemma3 || hp_.projector == ProjectorType::gemma4v) return (nx / s) * (ny / s);
   return ((nx + s - 1) / s) * ((ny + s - 1) / s);
 }
 

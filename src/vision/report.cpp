@@ -49,6 +49,37 @@ class Blob {
   std::vector<float> bytes_;
 };
 
+// M-RoPE models: the golden format's extra fields (README 8.7). Per-row arrays stay indexed
+// by row; chunks get their first position, positions used and first row, the layout its row
+// count and the boundary as a row and as a position. rp: [n + 1][4] rope positions (the row
+// after the prompt included: where the next token would go).
+void add_mrope_fields(json& j, const std::vector<int32_t>& rp, const MediaPrompt& mp) {
+  const size_t n = mp.tokens.size();
+  json pos = json::array();
+  for (size_t r = 0; r < n; ++r) pos.push_back({rp[4 * r], rp[4 * r + 1], rp[4 * r + 2], rp[4 * r + 3]});
+  j["positions"] = pos;
+  auto next_pos = [&](size_t row) { return rp[4 * row]; };  // t of a row (row n: after the prompt)
+  for (auto& c : j["chunks"]) {
+    const size_t tok0 = c["pos0"].get<size_t>(), end = tok0 + c["n_tokens"].get<size_t>();
+    c["tok0"] = tok0;
+    c["pos0"] = next_pos(tok0);
+    c["n_pos"] = next_pos(end) - next_pos(tok0);
+  }
+  for (auto& e : j["image_entries"]) {
+    e["tok0"] = e["pos0"];
+    e["pos0"] = next_pos(e["pos0"].get<size_t>());
+  }
+  auto& l = j["layout"];
+  l["n_tokens"] = n;
+  l["n_positions"] = next_pos(n);
+  const int32_t boundary = l["media_boundary_pos"].get<int32_t>();
+  if (boundary >= 0) {
+    l["media_boundary_token"] = boundary;
+    l["media_boundary_pos"] = next_pos(size_t(boundary));
+  }
+  if (l["first_image_pos"].get<int32_t>() >= 0) l["first_image_pos"] = next_pos(l["first_image_pos"].get<size_t>());
+}
+
 }  // namespace
 
 VisionEval evaluate_multimodal(const Model& model, const Tokenizer& tok, VisionContext& vis, const std::string& text,
@@ -62,15 +93,18 @@ VisionEval evaluate_multimodal(const Model& model, const Tokenizer& tok, VisionC
   SeqState state = model.make_state(mem);
   std::vector<float> rows;  // [chunk][n_vocab]
   for (const auto& c : mp.chunks) {
+    // M-RoPE models: the image rows' (t, h, w) components and the shifted text after them.
+    const auto rope_pos = mrope_positions(model.config(), mp.media, c.pos0, c.pos0 + c.n);  // [c.n][4] or empty
+    const int32_t* rp = rope_pos.empty() ? nullptr : rope_pos.data();
     if (!c.image) {
       eval_tokens(model, state, std::span(mp.tokens).subspan(size_t(c.pos0), size_t(c.n)), n_ubatch, LogitsMode::all,
-                  rows, pool);
+                  rows, pool, rp);
     } else {
       EncodeTrace trace;
       ev.embeddings.push_back(vis.model().encode(mp.images[size_t(c.image_index)]->entries[size_t(c.entry)], pool, &trace));
       ev.traces.push_back(std::move(trace));
       eval_embeddings(model, state, ev.embeddings.back().data(), c.n, c.non_causal, n_ubatch, LogitsMode::all, rows,
-                      pool);
+                      pool, rp);
     }
     ev.logits.insert(ev.logits.end(), rows.begin(), rows.begin() + long(size_t(c.n) * n_vocab));
   }
@@ -174,6 +208,7 @@ void write_vision_report(const std::string& prefix, const VisionEval& ev, const 
   fl["positions"] = positions;
   j["full_logits"] = fl;
   j["n_nonfinite_logits"] = nonfinite;
+  if (const auto rp = mrope_positions(cfg, mp.media, 0, n + 1); !rp.empty()) add_mrope_fields(j, rp, mp);
   const std::string blob_name = j["name"].get<std::string>() + ".f32";
   j["blob_file"] = blob_name;
   j["blob_file_bytes"] = blob.size_bytes();

@@ -20,12 +20,11 @@ void linear(const Matrix& w, const float* b, const float* x, int64_t n, float* y
       for (int64_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += b[i];
 }
 
-// Full bidirectional multi-head attention over n patches. qkv rows: [n][E], heads of d
-// contiguous; out: [n][E].
-void attention(const float* q, const float* k, const float* v, int64_t n, int32_t n_head, int32_t d, float* out,
-               ThreadPool& pool) {
+}  // namespace
+
+void vit_attention(const float* q, const float* k, const float* v, int64_t n, int32_t n_head, int32_t d, float scale,
+                   float* out, ThreadPool& pool) {
   const int64_t E = int64_t(n_head) * d;
-  const float scale = 1.0f / std::sqrt(float(d));
   pool.parallel_for(n * n_head, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> s(static_cast<size_t>(n));  // [n] scores of one query
     for (int64_t job = begin; job < end; ++job) {
@@ -52,6 +51,8 @@ void attention(const float* q, const float* k, const float* v, int64_t n, int32_
     }
   });
 }
+
+namespace {
 
 // One axis of a bilinear resize with antialias (triangle filter widened when shrinking):
 // weights[o][i] for output o over input i.
@@ -122,16 +123,14 @@ std::vector<float> resize_position_grid(const float* pos, int32_t side, int32_t 
   return out;
 }
 
-std::vector<float> VisionModel::run_tower(const PixelEntry& e, ThreadPool& pool, EncodeTrace* trace) const {
-  const Tower& tw = *tower_;
-  const int32_t P = hp_.patch_size, E = hp_.n_embd, F = hp_.n_ff;
-  if (e.width % P != 0 || e.height % P != 0 || e.pixels.size() != size_t(3) * size_t(e.width) * size_t(e.height))
+std::vector<float> im2col(const PixelEntry& e, int32_t P) {
+  if (e.width <= 0 || e.height <= 0 || e.width % P != 0 || e.height % P != 0 ||
+      e.pixels.size() != size_t(3) * size_t(e.width) * size_t(e.height))
     throw std::invalid_argument("image entry of " + std::to_string(e.width) + " x " + std::to_string(e.height) +
                                 " is not a whole number of " + std::to_string(P) + "-pixel patches");
   const int32_t nx = e.width / P, ny = e.height / P;
-  const int64_t n = int64_t(nx) * ny, K = int64_t(3) * P * P;
-  // im2col: patches[p = py * nx + px][(c * P + ky) * P + kx] (the kernel's [in][ky][kx] order).
-  std::vector<float> patches(size_t(n * K));  // [n][3*P*P] f32 (rounded to f16 by the F16 matmul)
+  const int64_t K = int64_t(3) * P * P;
+  std::vector<float> patches(size_t(int64_t(nx) * ny * K));  // [ny*nx][3*P*P] f32
   const size_t plane = size_t(e.width) * size_t(e.height);
   for (int32_t py = 0; py < ny; ++py)
     for (int32_t px = 0; px < nx; ++px)
@@ -140,8 +139,64 @@ std::vector<float> VisionModel::run_tower(const PixelEntry& e, ThreadPool& pool,
           const float* src = e.pixels.data() + size_t(c) * plane + size_t(py * P + ky) * size_t(e.width) + size_t(px * P);
           std::copy_n(src, P, patches.data() + ((int64_t(py) * nx + px) * K + (int64_t(c) * P + ky) * P));
         }
+  return patches;
+}
+
+void patch_conv(const Matrix& kernel, const float* patches, int64_t n, float* y, ThreadPool& pool) {
+  const int64_t E = kernel.rows, K = kernel.cols;
+  if (kernel.type != DType::f16 || K % 16 != 0) return matmul(kernel, patches, n, y, pool);
+  const auto* kb = reinterpret_cast<const f16_bits*>(kernel.data);
+  std::vector<float> w(static_cast<size_t>(E * K));  // [E][K] f32 values of the f16 kernel
+  for (size_t i = 0; i < w.size(); ++i) w[i] = f16_to_f32(kb[i]);
+  pool.parallel_for(n, 1, [&](int64_t p0, int64_t p1) {
+    std::vector<float> x(static_cast<size_t>(K));  // [K] one patch rounded to f16
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int64_t k = 0; k < K; ++k) x[size_t(k)] = f16_to_f32(f32_to_f16(patches[p * K + k]));
+      for (int64_t e = 0; e < E; ++e) {
+        // 16 lanes, lane q summing k = q, q + 16, ... in order (products of f16 values are exact
+        // in f32, so fused or not), then the 16 -> 8 -> 4 -> (0+2) + (1+3) reduction.
+        float lane[16] = {};
+        const float* wr = w.data() + e * K;
+        for (int64_t l = 0; l < K; l += 16)
+          for (int q = 0; q < 16; ++q) lane[q] += x[size_t(l + q)] * wr[l + q];
+        float t8[8], t4[4];
+        for (int i = 0; i < 8; ++i) t8[i] = lane[8 + i] + lane[i];
+        for (int i = 0; i < 4; ++i) t4[i] = t8[4 + i] + t8[i];
+        y[p * E + e] = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+      }
+    }
+  });
+}
+
+float gelu_quick_ggml(float x) {
+  // [65536] f32: fp16(x * sigmoid(1.702 x)) for every fp16 bit pattern x, built once.
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float v = f16_to_f32(f16_bits(i));
+      t[i] = f16_to_f32(f32_to_f16(v * (1.0f / (1.0f + std::exp(-1.702f * v)))));
+    }
+    return t;
+  }();
+  return table[f32_to_f16(x)];
+}
+
+void vit_activation(float* x, int64_t n, bool gelu_quick) {
+  if (gelu_quick)
+    for (int64_t i = 0; i < n; ++i) x[i] = gelu_quick_ggml(x[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) x[i] = ops::gelu_ggml(x[i]);
+}
+
+std::vector<float> VisionModel::run_tower(const PixelEntry& e, ThreadPool& pool, EncodeTrace* trace) const {
+  const Tower& tw = *tower_;
+  const int32_t P = hp_.patch_size, E = hp_.n_embd, F = hp_.n_ff;
+  const int32_t nx = e.width / P, ny = e.height / P;
+  const int64_t n = int64_t(nx) * ny;
+  const std::vector<float> patches = im2col(e, P);  // [n][3*P*P] f32 (rounded to f16 by the F16 matmul)
   std::vector<float> x(size_t(n * E));  // [n][E] residual stream
-  linear(tw.patch, tw.patch_bias, patches.data(), n, x.data(), pool);
+  patch_conv(tw.patch, patches.data(), n, x.data(), pool);
+  ops::add_bias(x.data(), tw.patch_bias, n, E);
   std::vector<float> resized;  // [ny][nx][E] when the grid differs from the stored one
   const float* pos = tw.pos;
   if (nx != tw.pos_side || ny != tw.pos_side) {
@@ -158,12 +213,13 @@ std::vector<float> VisionModel::run_tower(const PixelEntry& e, ThreadPool& pool,
     linear(l.q, l.bq, a.data(), n, q.data(), pool);
     linear(l.k, l.bk, a.data(), n, k.data(), pool);
     linear(l.v, l.bv, a.data(), n, v.data(), pool);
-    attention(q.data(), k.data(), v.data(), n, hp_.n_head, E / hp_.n_head, a.data(), pool);
+    const int32_t d = E / hp_.n_head;
+    vit_attention(q.data(), k.data(), v.data(), n, hp_.n_head, d, 1.0f / std::sqrt(float(d)), a.data(), pool);
     linear(l.o, l.bo, a.data(), n, o.data(), pool);
     ops::add_scaled(x.data(), o.data(), n * E);
     layer_norm(x.data(), l.ln2_w, l.ln2_b, a.data(), n, E, hp_.eps);
     linear(l.up, l.bup, a.data(), n, ff.data(), pool);
-    for (float& f : ff) f = ops::gelu_ggml(f);
+    vit_activation(ff.data(), int64_t(ff.size()), hp_.gelu_quick);
     linear(l.down, l.bdown, ff.data(), n, o.data(), pool);
     ops::add_scaled(x.data(), o.data(), n * E);
   }
@@ -173,6 +229,7 @@ std::vector<float> VisionModel::run_tower(const PixelEntry& e, ThreadPool& pool,
 }
 
 std::vector<float> VisionModel::encode(const PixelEntry& e, ThreadPool& pool, EncodeTrace* trace) const {
+  if (encoder_) return encoder_->encode(e, pool, trace);
   const std::vector<float> vit = run_tower(e, pool, trace);
   return project(vit, e.width / hp_.patch_size, e.height / hp_.patch_size, pool);
 }

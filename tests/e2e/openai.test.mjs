@@ -90,9 +90,39 @@ test('later turns of a conversation report cached tokens', async () => {
   }
 });
 
+test('n=2: two choices from one prompt, streamed interleaved by index', async () => {
+  const body = { model: 'm', messages: question('Name a fruit.'), max_tokens: 6, temperature: 0, n: 2 };
+  const whole = await client().chat.completions.create(body);
+  assert.deepEqual(whole.choices.map((c) => c.index), [0, 1]);
+  assert.equal(whole.choices[0].message.content, whole.choices[1].message.content);
+  const stream = await client().chat.completions.create({ ...body, stream: true });
+  const text = ['', ''];
+  for await (const chunk of stream) for (const c of chunk.choices) text[c.index] += c.delta.content ?? '';
+  assert.deepEqual(text, whole.choices.map((c) => c.message.content));
+});
+
+test('logprobs and top_logprobs, whole and streamed', async () => {
+  const body = { model: 'm', messages: question('Say something.'), max_tokens: 5, temperature: 0, logprobs: true,
+    top_logprobs: 2 };
+  const whole = await client().chat.completions.create(body);
+  const content = whole.choices[0].logprobs.content;
+  assert.ok(content.length > 0);
+  assert.equal(content.map((t) => t.token).join(''), whole.choices[0].message.content);
+  for (const t of content) {
+    assert.ok(t.logprob <= 0);
+    assert.equal(t.top_logprobs.length, 2);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    assert.deepEqual(Buffer.from(t.bytes).toString('utf8'), t.token);
+  }
+  const stream = await client().chat.completions.create({ ...body, stream: true });
+  const streamed = [];
+  for await (const chunk of stream) for (const c of chunk.choices) streamed.push(...(c.logprobs?.content ?? []));
+  assert.deepEqual(streamed, content);
+});
+
 test('invalid requests raise BadRequestError with the field named', async () => {
   await assert.rejects(
-    client().chat.completions.create({ model: 'm', messages: question('x'), n: 2 }),
+    client().chat.completions.create({ model: 'm', messages: question('x'), n: 17 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
   await assert.rejects(
     client().chat.completions.create({ model: 'm', messages: question('x'), temperature: 'hot' }),
