@@ -398,6 +398,35 @@ TEST_F(ServerTest, MetricsExposeRequestsTokensCacheAndTtft) {
   EXPECT_NE(m.body.find("warmstart_ttft_seconds_bucket{le=\"+Inf\"}"), std::string::npos);
 }
 
+// Without streaming nothing is written until the end, so the server must notice the
+// closed socket itself: generation stops early and the slot is freed.
+TEST_F(ServerTest, ClientDisconnectWithoutStreamingStopsTheWork) {
+  const std::string before = curl(port(), "/metrics").body;
+  const int max_tokens = 3500;
+  {
+    RawStream client(port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, max_tokens, false),
+                     0);
+    for (int i = 0; i < 200 && metric(curl(port(), "/metrics").body, "warmstart_slots_busy") == 0; ++i)
+      std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(100ms);  // a few tokens into the reply
+  }  // the client vanishes here
+  std::string after;
+  for (int i = 0; i < 200; ++i) {
+    after = curl(port(), "/metrics").body;
+    if (metric(after, "warmstart_slots_busy") == 0 && metric(after, "warmstart_client_disconnects_total") >
+                                                          metric(before, "warmstart_client_disconnects_total"))
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(metric(after, "warmstart_slots_busy"), 0);
+  EXPECT_EQ(metric(after, "warmstart_client_disconnects_total"), metric(before, "warmstart_client_disconnects_total") + 1);
+  EXPECT_LT(metric(after, "warmstart_generated_tokens_total") - metric(before, "warmstart_generated_tokens_total"),
+            max_tokens)
+      << "generation ran to the end although the client was gone";
+  EXPECT_EQ(curl(port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "still there?"}}}, 4).dump()).status,
+            200);
+}
+
 TEST_F(ServerTest, ClientDisconnectMidStreamFreesTheSlot) {
   const std::string before = curl(port(), "/metrics").body;
   const int max_tokens = 3500;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "server/api_error.h"
+#include "server/http_guard.h"
 #include "server/http_server.h"
 
 namespace ws::server {
@@ -17,16 +18,17 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   TurnRequest turn = cr.images.empty()
                          ? make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, "messages")
                          : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx);
-  respond(res, make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
+  respond(req, res, make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const CompletionRequest cr = parse_completion_request(parse_body(req.body));
   TurnRequest turn = make_turn_request(tok_, RenderedText{cr.prompt, {}}, cr.gen, cfg_.n_ctx, "prompt");
-  respond(res, make_meta(ApiKind::text, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
+  respond(req, res, make_meta(ApiKind::text, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
 }
 
-void Server::respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn, const GenerationOptions& gen) {
+void Server::respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,
+                     const GenerationOptions& gen) {
   // response_format / grammar: the sampler keeps every reply inside the grammar.
   if (gen.grammar) turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(gen.grammar, grammar_vocab_.get());
   // Waits in line for a slot (503 at once when the line is full) before any byte is sent,
@@ -38,9 +40,13 @@ void Server::respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn
     stream(res, std::move(*lease), std::move(meta), std::move(turn), gen.stop, gen.logprobs);
     return;
   }
-  const std::vector<Completion> cs = run_completions(lease->engine(), tok_, turn, gen.stop, gen.logprobs, {});
+  // A client that leaves stops the computation at the next piece of text.
+  const ChoiceSink connected = [this, &req](int32_t, const std::string&, std::span<const TokenInfo>) {
+    return http_->client_connected(req);
+  };
+  const std::vector<Completion> cs = run_completions(lease->engine(), tok_, turn, gen.stop, gen.logprobs, connected);
   lease.reset();  // the slot is free before the (possibly slow) network write
-  metrics_.record_turn(cs[0].turn, false);
+  metrics_.record_turn(cs[0].turn, cs[0].client_gone);
   res.set_content(dump_json(completion_json(meta, cs)), "application/json");
 }
 

@@ -408,11 +408,21 @@ void GuardedHttpServer::serve_connection(socket_t sock) {
   for (size_t served = 0; served < keep_alive_max_count_; ++served) {
     if (!strm.wait_for_request()) break;
     bool closed = false;
+    const httplib::Request* current = nullptr;
     const bool ok = process_request(strm, served + 1 == keep_alive_max_count_, closed, [&](httplib::Request& req) {
+      current = &req;
+      {
+        std::lock_guard<std::mutex> lock(sockets_mu_);
+        sockets_[current] = sock;
+      }
       strm.begin_body(req);
       if (const auto problem = check_framing(req, limits_.max_body_bytes)) strm.trip(*problem);
       strm.expect_body(req.get_header_value("Content-Length") != "0");  // chunked has none
     });
+    if (current) {
+      std::lock_guard<std::mutex> lock(sockets_mu_);
+      sockets_.erase(current);
+    }
     const bool unread = strm.body_left_unread();
     strm.end_request();
     if (!ok || closed || strm.tripped() || unread) {
@@ -426,6 +436,22 @@ void GuardedHttpServer::serve_connection(socket_t sock) {
     shutdown(sock, SHUT_RDWR);
     close(sock);
   }
+}
+
+bool GuardedHttpServer::client_connected(const httplib::Request& req) const {
+  socket_t sock = INVALID_SOCKET;
+  {
+    std::lock_guard<std::mutex> lock(sockets_mu_);
+    const auto it = sockets_.find(&req);
+    if (it == sockets_.end()) return true;  // not a request of ours: nothing to tell
+    sock = it->second;
+  }
+  pollfd p{sock, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return true;  // nothing happened on the socket
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return false;
+  char c;
+  // Readable: either the next pipelined request (still connected) or end of stream.
+  return ::recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
 }
 
 }  // namespace ws::server

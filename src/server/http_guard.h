@@ -89,6 +89,11 @@ class GuardedHttpServer : public httplib::Server {
   // included, wait a second or more for the client's SYN to be resent.
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
 
+  // False once the client of this request (being handled) has closed or reset its
+  // connection: a handler computing a non-streaming answer polls it to stop early, as
+  // nginx notices a client abort. A client that half-closes counts as gone.
+  bool client_connected(const httplib::Request& req) const;
+
  private:
   bool process_and_close_socket(socket_t sock) override;
   void serve_connection(socket_t sock);
@@ -96,6 +101,8 @@ class GuardedHttpServer : public httplib::Server {
   ConnectionLimits limits_;
   Admissions admissions_;
   Refusals refusals_;
+  mutable std::mutex sockets_mu_;
+  std::map<const httplib::Request*, socket_t> sockets_;  // requests being handled -> their connection
 };
 
 }  // namespace ws::server

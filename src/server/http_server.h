@@ -69,7 +69,8 @@ class Server {
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   void handle_props(const httplib::Request& req, httplib::Response& res);
   // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
-  void respond(httplib::Response& res, ResponseMeta meta, TurnRequest turn, const GenerationOptions& gen);
+  void respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,
+               const GenerationOptions& gen);
   void stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta, TurnRequest turn,
               std::vector<std::string> stop, int32_t top_logprobs);
   static void send_error(httplib::Response& res, const ApiError& e);
