@@ -59,8 +59,6 @@ class Decoder : public Model {
     ops::add_scaled(x, p.out.data(), p.n * cfg_.n_embd, scale);
   }
 
-  int32_t n_layers() const { return cfg_.n_layer; }
-
   ModelConfig cfg_;
   ops::Embeddings emb_;
   float embed_scale_ = 1.f;     // multiplies token embeddings (not input embeddings)
