@@ -211,6 +211,93 @@ TEST(Matmul, QuantizedTypesBitIdenticalAcrossPaths) {
   }
 }
 
+// BF16 follows llama.cpp's lane order (Bf16Order): one lane set where rows % 4 == 0 and
+// cols % 32 == 0, else two plus a float64 tail. Every path (scalar, AVX2 or AVX512-BF16
+// panels packed per call or at load, decode and prefill tiles, 1 or 3 threads) gives the
+// scalar reference's bits, for both orders, a tail, an all-tail row (13 columns) and token
+// counts across the tile sizes and kTokenTile.
+TEST(Matmul, Bf16BitIdenticalAcrossPathsAndBatches) {
+  if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
+  for (int64_t cols : {int64_t(320), int64_t(96), int64_t(200), int64_t(13)}) {
+    for (int64_t rows : {int64_t(5), int64_t(36), int64_t(37)}) {
+      const Weights w = make_weights(DType::bf16, rows, cols, 17);
+      const Matrix packed = pack_for_cpu(w.m);
+      const int64_t max_n = 2 * detail::kTokenTile + 11;
+      const auto x = random_floats(size_t(max_n * cols), 18);  // [max_n][cols] f32
+      ThreadPool one(1);
+      std::vector<float> ref(size_t(max_n * rows));  // [max_n][rows] f32, token by token
+      for (int64_t t = 0; t < max_n; ++t) matmul(w.m, x.data() + t * cols, 1, ref.data() + t * rows, one, Isa::scalar);
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {int64_t(1), int64_t(3), int64_t(4), int64_t(13), int64_t(16), int64_t(31), max_n}) {
+          std::vector<float> y(size_t(n * rows));  // [n][rows] f32
+          for (const Matrix* m : {&w.m, &packed}) {
+            matmul(*m, x.data(), n, y.data(), pool, Isa::avx2);
+            ASSERT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4))
+                << "rows " << rows << " cols " << cols << " n " << n << " threads " << threads
+                << (m == &packed ? " packed" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
+// VDPBF16PS reads denormal inputs as zero and flushes results below FLT_MIN (after rounding)
+// to zero, where the tree and the float64 tail keep them; the scalar reference and the
+// SIMD paths must agree there too. Rows and tokens are scaled so that products and lane
+// sums fall around FLT_MIN (2^-126) and some BF16 inputs are denormal.
+TEST(Matmul, Bf16UnderflowMatchesAcrossPaths) {
+  if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
+  const float row_scale[] = {1.f, 0x1p-60f, 0x1p-63f, 0x1p-64f, 0x1p-66f, 0x1p-130f, 0x1p-62f, 0x1p-61f};
+  const float tok_scale[] = {1.f, 0x1p-60f, 0x1p-62f, 0x1p-64f, 0x1p-131f};
+  for (int64_t cols : {int64_t(256), int64_t(200)}) {
+    const int64_t rows = 8, n = 5;
+    auto wf = random_floats(size_t(rows * cols), 19);  // [rows][cols] f32 before rounding to BF16
+    auto x = random_floats(size_t(n * cols), 20);      // [n][cols] f32
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) wf[size_t(r * cols + c)] *= row_scale[r];
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < cols; ++c) x[size_t(t * cols + c)] *= tok_scale[t];
+    std::vector<uint8_t> bytes(size_t(rows) * row_bytes(DType::bf16, cols));  // [rows][cols] BF16
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(DType::bf16, wf.data() + r * cols, bytes.data() + r * row_bytes(DType::bf16, cols), cols);
+    const Matrix w{DType::bf16, rows, cols, bytes.data()};
+    ThreadPool pool(2);
+    std::vector<float> ref(size_t(n * rows)), y(size_t(n * rows));  // [n][rows] f32
+    matmul(w, x.data(), n, ref.data(), pool, Isa::scalar);
+    int tiny = 0;  // outputs in the range where flushing matters
+    for (float v : ref) tiny += v != 0.f && std::fabs(v) < 0x1p-100f;
+    EXPECT_GT(tiny, 0);
+    for (const Matrix& m : {w, pack_for_cpu(w)}) {
+      matmul(m, x.data(), n, y.data(), pool, Isa::avx2);
+      for (size_t i = 0; i < y.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &ref[i], 4);
+        std::memcpy(&b, &y[i], 4);
+        ASSERT_EQ(a, b) << "cols " << cols << " token " << i / rows << " row " << i % rows << ": " << ref[i]
+                        << " vs " << y[i];
+      }
+    }
+  }
+}
+
+// The VDPBF16PS step: one rounding of w * x + acc, denormal inputs as zero, results below
+// FLT_MIN after rounding to 24 bits flushed (with their sign), including the case gradual
+// underflow would round up to FLT_MIN.
+TEST(Matmul, Bf16StepFlushesLikeTheInstruction) {
+  EXPECT_EQ(detail::bf16_step(1.5f, 2.f, 1.f), 4.f);
+  EXPECT_EQ(detail::bf16_step(0x1p-127f, 1.f, 1.f), 1.f);          // denormal w reads as zero
+  EXPECT_EQ(detail::bf16_step(0x1p-70f, 0x1p-70f, 0.f), 0.f);      // product below FLT_MIN
+  EXPECT_EQ(detail::bf16_step(0x1p-63f, 0x1p-63f, 0.f), 0x1p-126f);  // exactly FLT_MIN stays
+  EXPECT_TRUE(std::signbit(detail::bf16_step(-0x1p-70f, 0x1p-70f, 0.f)));
+  // acc = FLT_MIN (1 + 2^-22), w * x = -1.1875 * 2^-148: the exact sum FLT_MIN - 0.75 * 2^-150
+  // rounds to FLT_MIN with denormals but to FLT_MIN - 2^-150 (tiny, flushed) with 24 bits.
+  EXPECT_EQ(detail::bf16_step(-0x1.3p-74f, 0x1p-74f, 0x1.000004p-126f), 0.f);
+  // Tiny but exactly FLT_MIN - 2^-151: rounds to FLT_MIN either way (a tie to even).
+  EXPECT_EQ(detail::bf16_step(-0x1.2p-74f, 0x1p-74f, 0x1.000004p-126f), 0x1p-126f);
+}
+
 // Packed K-quant rows are read back from the packed copy (get_row), unchanged: the
 // original's bytes are zeroed here so that reading them would show.
 TEST(Matmul, GetRowOfPackedMatrixMatchesOriginal) {

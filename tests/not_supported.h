@@ -2,9 +2,10 @@
 // Each entry names a capability a fixture may need (an architecture, a weight type, a
 // vision projector) and the issue that adds it. A test that meets a fixture needing a
 // listed capability prints the entry and skips that fixture; a fixture failing for any
-// other reason fails the test. Where a test can tell that a listed capability works after
-// all (the golden comparison passes, the architecture loads), it fails with "remove it
-// from the list", so the list cannot go stale. Issues 20, 27 and 29 end with it empty.
+// other reason fails the test; a fixture that passes although listed passes. The list
+// cannot go stale: NotSupportedList.EveryListedCapabilityStillFailsAGolden (golden_test.cpp)
+// fails with "remove it from the list" once every golden needing an entry is within
+// tolerance. Issues 20, 27 and 29 end with it empty.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -6,8 +6,11 @@
 //   architecture says;  y = sum_j w_j * expert_{e_j}(x), in rank order;  + shared expert.
 // Prefill groups the batch's tokens by expert, so each expert's weights stream once per
 // batch; a token's result is a fixed sequence of operations on its own row (the matmuls
-// are batch-invariant), so it never depends on the other tokens of the batch.
-// Expert weights stay where the GGUF mapping has them (no repacked copy).
+// are batch-invariant), so it never depends on the other tokens of the batch. The active
+// experts (and the shared one) run side by side on the pool's threads, each expert's
+// matmuls on one thread. Expert weights are repacked at load like the dense ones (all
+// experts of a tensor in one buffer) and the mapped original let go, so RSS holds one
+// copy; decode reads only the chosen experts' panels.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -37,7 +40,7 @@ struct MoeOptions {
   float scale = 1.f;           // w_j *= scale (unless 0 or 1)
 };
 
-// One FFN's weights: dense matrices per expert are views into the mapping.
+// One FFN's weights: one matrix per expert.
 struct ExpertMatrices {
   std::vector<Matrix> m;     // [n_expert] each [rows, cols]
   const float* bias = nullptr;  // [n_expert][rows] f32, or null

@@ -9,10 +9,15 @@
 // paths give bit-identical results.
 #include "tensor/kernels.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,10 +49,19 @@ float dot_f16(const f16_bits* w, const f16_bits* x, int64_t n) {
   return s;
 }
 
-float dot_bf16(const bf16_bits* w, const bf16_bits* x, int64_t n) {
-  float s = 0.f;
-  for (int64_t i = 0; i < n; ++i) s += bf16_to_f32(w[i]) * bf16_to_f32(x[i]);
-  return s;
+// BF16 in llama.cpp's order (kernels_impl.h, Bf16Order): lane j of G takes the column
+// pairs p = G * c + j, c = 0, 1, ..., odd column first.
+float dot_bf16(const bf16_bits* w, const bf16_bits* x, const detail::Bf16Order& o) {
+  float lanes[32] = {};  // [G] lane sums
+  const int64_t pairs = o.lanes * o.chunks;
+  for (int64_t p = 0; p < pairs; ++p) {
+    float& l = lanes[p % o.lanes];
+    l = detail::bf16_step(bf16_to_f32(w[2 * p + 1]), bf16_to_f32(x[2 * p + 1]), l);
+    l = detail::bf16_step(bf16_to_f32(w[2 * p]), bf16_to_f32(x[2 * p]), l);
+  }
+  const float r1 = detail::bf16_lane_tree(lanes);
+  if (o.sets == 1) return r1;
+  return detail::bf16_vec_dot_end(r1, detail::bf16_lane_tree(lanes + 16), w + 2 * pairs, x + 2 * pairs, o.tail);
 }
 
 float dot_q8_0(const block_q8_0* w, const block_q8_0* x, int64_t nb) {
@@ -154,7 +168,6 @@ float dot_row(DType t, const uint8_t* w, const uint8_t* x, int64_t n) {
   switch (t) {
     case DType::f32: return dot_f32((const float*)w, (const float*)x, n);
     case DType::f16: return dot_f16((const f16_bits*)w, (const f16_bits*)x, n);
-    case DType::bf16: return dot_bf16((const bf16_bits*)w, (const bf16_bits*)x, n);
     case DType::q8_0: return dot_q8_0((const block_q8_0*)w, (const block_q8_0*)x, n / QK8_0);
     case DType::q4_0: return dot_q4_0((const block_q4_0*)w, (const block_q8_0*)x, n / QK4_0);
     case DType::q4_k: return dot_q4_k((const block_q4_k*)w, (const block_q8_k*)x, n / QK_K);
@@ -211,6 +224,17 @@ bool cpu_has_vnni() {
   return has;
 }
 
+// WARMSTART_ISA=avx2 keeps BF16 on the AVX2 panels (same results).
+bool cpu_has_avx512bf16() {
+  static const bool has = [] {
+    const char* env = std::getenv("WARMSTART_ISA");
+    if (env && std::string(env) == "avx2") return false;
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  return has;
+}
+
 DType dot_type(DType wtype) {
   switch (wtype) {
     case DType::q8_0: case DType::q4_0: return DType::q8_0;
@@ -221,11 +245,45 @@ DType dot_type(DType wtype) {
 
 void matmul_rows_scalar(const MatmulArgs& a, int64_t r0, int64_t r1) {
   // Rows outer, tokens inner: the weight row stays in cache across tokens.
+  const Bf16Order bf16 = bf16_order(a.y_stride, a.cols);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* wr = a.w + size_t(r) * a.w_stride;
-    for (int64_t t = 0; t < a.n_tokens; ++t)
-      a.y[t * a.y_stride + r] = dot_row(a.wtype, wr, a.x + size_t(t) * a.x_stride, a.cols);
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      const uint8_t* xt = a.x + size_t(t) * a.x_stride;
+      a.y[t * a.y_stride + r] =
+          a.wtype == DType::bf16
+              ? dot_bf16(reinterpret_cast<const bf16_bits*>(wr), reinterpret_cast<const bf16_bits*>(xt), bf16)
+              : dot_row(a.wtype, wr, xt, a.cols);
+    }
   }
+}
+
+float bf16_step(float w, float x, float acc) {
+  auto daz = [](float v) { return std::fabs(v) < FLT_MIN ? std::copysign(0.f, v) : v; };
+  w = daz(w);
+  x = daz(x);
+  // Where the result could be tiny, compute it 2^64 times larger (exact scalings: the
+  // smaller factor is below 2^-50), so that gradual underflow cannot round it first.
+  if (std::fabs(acc) < 0x1p-100f && std::fabs(w) * std::fabs(x) < 0x1p-100f) {
+    (std::fabs(w) < std::fabs(x) ? w : x) *= 0x1p64f;
+    const float r = std::fma(w, x, acc * 0x1p64f);
+    return std::fabs(r) < 0x1p-62f ? std::copysign(0.f, r) : r * 0x1p-64f;
+  }
+  const float r = std::fma(w, x, acc);
+  return std::fabs(r) < FLT_MIN ? std::copysign(0.f, r) : r;
+}
+
+float bf16_lane_tree(const float* l) {
+  float a[8], b[4];  // the tree's levels
+  for (int i = 0; i < 8; ++i) a[i] = l[i] + l[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+float bf16_vec_dot_end(float r1, float r2, const bf16_bits* w, const bf16_bits* x, int64_t n) {
+  double s = double(r1) + double(r2);
+  for (int64_t i = 0; i < n; ++i) s += double(bf16_to_f32(w[i]) * bf16_to_f32(x[i]));
+  return float(s);
 }
 
 }  // namespace detail
@@ -284,6 +342,9 @@ void convert_activations(const Matrix& w, const float* x, detail::MatmulArgs& a,
         detail::round_to_f16_avx2(x + t * w.cols, xf, w.cols);
       } else if (dt == DType::q8_k && simd) {
         detail::quantize_row_q8_k_avx2(x + t * w.cols, reinterpret_cast<block_q8_k*>(dst), w.cols);
+      } else if (dt == DType::bf16 && simd) {
+        detail::bf16_lanes_row_avx2(x + t * w.cols, dst, w.cols, detail::bf16_order(w.rows, w.cols),
+                                    !detail::cpu_has_avx512bf16());
       } else {
         convert_row(dt, x + t * w.cols, dst, w.cols);
       }
@@ -319,24 +380,30 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   // values; it saves a conversion per use), see kernels_f16_panel.h.
   const bool f16_as_f32 = isa == Isa::avx2 && w.type == DType::f16;
   a.x_stride = f16_as_f32 ? size_t(w.cols) * sizeof(float) : row_bytes(dt, w.cols);
+  // The SIMD BF16 kernels take each activation row with its column pairs in lane order,
+  // widened to f32 pairs for AVX2 (kernels_bf16_panel.h, bf16_lanes_row_avx2).
+  const bool bf16_panels = isa == Isa::avx2 && w.type == DType::bf16;
+  const bool bf16_512 = bf16_panels && detail::cpu_has_avx512bf16();
+  if (bf16_panels && !bf16_512) a.x_stride += size_t(w.cols - detail::bf16_order(w.rows, w.cols).tail) * 2;
   // Quantized and F16 weights run on row panels (kernels_panel.h, kernels_kquant_panel.h,
   // kernels_f16_panel.h) on the SIMD paths; Q8_0 panels also take per-block activation
   // sums and scales.
   const bool q8_panels = isa == Isa::avx2 && dt == DType::q8_0;
-  const bool panels = q8_panels || f16_as_f32 || (isa == Isa::avx2 && dt == DType::q8_k);
-  const bool vnni = panels && detail::cpu_has_vnni();
+  const bool panels = q8_panels || f16_as_f32 || bf16_panels || (isa == Isa::avx2 && dt == DType::q8_k);
+  const bool vnni = panels && !bf16_panels && detail::cpu_has_vnni();
   ConvertedActivations conv;
   convert_activations(w, x, a, q8_panels, vnni, isa == Isa::avx2, pool, conv);
   // Split rows in whole tiles (panels); a chunk should hold enough multiply-adds (~64K)
   // to be worth a thread wake-up.
-  const int64_t tile = !panels ? detail::kRowTile
-                       : vnni  ? detail::kPanelRowsVnni
-                               : detail::kPanelRowsAvx2;
+  const int64_t tile = !panels           ? detail::kRowTile
+                       : vnni || bf16_512 ? detail::kPanelRowsVnni
+                                          : detail::kPanelRowsAvx2;
   if (panels && w.packed && w.packed->panel_rows == tile) a.packed = w.packed->data();
   const int64_t n_tiles = (w.rows + tile - 1) / tile;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, tile * w.cols * n_tokens));
   auto rows_fn = isa == Isa::avx2 ? detail::matmul_rows_avx2 : detail::matmul_rows_scalar;
   if (vnni) rows_fn = detail::matmul_panels_vnni;
+  if (bf16_512) rows_fn = detail::matmul_panels_bf16;
   pool.parallel_for(n_tiles, grain, [&](int64_t b, int64_t e) {
     rows_fn(a, b * tile, std::min(w.rows, e * tile));
   });
@@ -345,9 +412,10 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
 namespace {
 
 // Bytes of one packed panel of p rows (PackedRows), or 0 for types kept as they are.
-size_t packed_panel_bytes(DType t, int64_t cols, int64_t p) {
+size_t packed_panel_bytes(DType t, int64_t rows, int64_t cols, int64_t p) {
   switch (t) {
     case DType::f16: return size_t(p * cols) * 2;
+    case DType::bf16: return size_t(detail::bf16_panel_words(detail::bf16_order(rows, cols), int(p))) * 4;
     case DType::q8_0: return size_t(p * (cols / QK8_0)) * 9 * 4;
     case DType::q4_k: return size_t(p * (cols / QK_K)) * detail::KQ4::kVectors * 4;
     case DType::q5_k: return size_t(p * (cols / QK_K)) * detail::KQ5::kVectors * 4;
@@ -358,28 +426,60 @@ size_t packed_panel_bytes(DType t, int64_t cols, int64_t p) {
 
 }  // namespace
 
-Matrix pack_for_cpu(const Matrix& w) {
+PackedBuffer::PackedBuffer(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  mapped_ = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+  const size_t slack = mapped_ >= kHuge ? kHuge : 0;  // to start on a huge-page boundary
+  void* p = mmap(nullptr, mapped_ + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<uint8_t*>(p);
+  data_ = base;
+  if (slack == 0) return;
+  data_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge);
+  if (data_ > base) munmap(base, size_t(data_ - base));
+  munmap(data_ + mapped_, size_t(base + slack - data_));
+  madvise(data_, mapped_, MADV_HUGEPAGE);  // advice only: without THP it still works, page by page
+}
+
+PackedBuffer::~PackedBuffer() { munmap(data_, mapped_); }
+
+std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape) {
+  if (same_shape.empty()) return {};
+  const Matrix& w = same_shape.front();
   if (w.rows == 0 || w.cols == 0 || !w.data || detected_isa() != Isa::avx2 ||
-      packed_panel_bytes(w.type, w.cols, 1) == 0)
-    return w;
+      packed_panel_bytes(w.type, w.rows, w.cols, 1) == 0)
+    return same_shape;
   check_matmul_args(w, 1);
-  const bool vnni = detail::cpu_has_vnni();
-  auto packed = std::make_shared<PackedRows>();
-  packed->panel_rows = vnni ? detail::kPanelRowsVnni : detail::kPanelRowsAvx2;
-  const int64_t n_panels = (w.rows + packed->panel_rows - 1) / packed->panel_rows;
-  const size_t panel_bytes = packed_panel_bytes(w.type, w.cols, packed->panel_rows);
-  packed->lines.resize((size_t(n_panels) * panel_bytes + sizeof(PackedRows::Line) - 1) / sizeof(PackedRows::Line));
-  detail::MatmulArgs a;
-  a.wtype = w.type;
-  a.w = w.data;
-  a.w_stride = w.row_stride();
-  a.cols = w.cols;
-  a.y_stride = w.rows;
-  (vnni ? detail::pack_panels_vnni : detail::pack_panels_avx2)(a, 0, n_panels, packed->lines.front().bytes);
-  Matrix out = w;
-  out.packed = std::move(packed);
+  const bool bf16 = w.type == DType::bf16;
+  const bool wide = bf16 ? detail::cpu_has_avx512bf16() : detail::cpu_has_vnni();  // 16-row panels
+  const int64_t panel_rows = wide ? detail::kPanelRowsVnni : detail::kPanelRowsAvx2;
+  const int64_t n_panels = (w.rows + panel_rows - 1) / panel_rows;
+  // Each matrix's panels from a 64-byte boundary.
+  const size_t bytes = (size_t(n_panels) * packed_panel_bytes(w.type, w.rows, w.cols, panel_rows) + 63) / 64 * 64;
+  auto buffer = std::make_shared<const PackedBuffer>(bytes * same_shape.size());
+  auto pack_fn = wide ? detail::pack_panels_vnni : detail::pack_panels_avx2;
+  if (bf16 && wide) pack_fn = detail::pack_panels_bf16;
+  std::vector<Matrix> out;
+  for (size_t i = 0; i < same_shape.size(); ++i) {
+    const Matrix& m = same_shape[i];
+    if (m.type != w.type || m.rows != w.rows || m.cols != w.cols || !m.data)
+      throw std::invalid_argument("pack_for_cpu: matrices of one call must share type and shape");
+    detail::MatmulArgs a;
+    a.wtype = m.type;
+    a.w = m.data;
+    a.w_stride = m.row_stride();
+    a.cols = m.cols;
+    a.y_stride = m.rows;
+    uint8_t* dst = buffer->data() + i * bytes;
+    pack_fn(a, 0, n_panels, dst);
+    out.push_back(m);
+    out.back().packed = std::make_shared<PackedRows>(PackedRows{buffer, dst, panel_rows});
+  }
   return out;
 }
+
+Matrix pack_for_cpu(const Matrix& w) { return pack_for_cpu(std::vector<Matrix>{w}).front(); }
 
 void get_row(const Matrix& w, int64_t row, float* dst) {
   if (row < 0 || row >= w.rows) throw std::out_of_range("get_row: row out of range");

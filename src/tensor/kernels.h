@@ -18,13 +18,28 @@ namespace ws {
 // vector of P f32 scales and 8 vectors of P x 4 levels; K-quants (kernels_kquant_layout.h):
 // per super-block, the block's bytes 4-byte transposed (same size as the original, Q6_K
 // +1%); F16 (kernels_f16_panel.h): [cols][P] f16.
+// Anonymous memory for repacked weights, from a 2 MiB boundary and advised for
+// transparent huge pages when it spans one: a repacked model is most of RSS, and filling
+// it 4 KiB page fault by page fault (after zeroing it, as a std::vector would) cost more
+// than the repacking itself.
+class PackedBuffer {
+ public:
+  explicit PackedBuffer(size_t bytes);
+  ~PackedBuffer();
+  PackedBuffer(const PackedBuffer&) = delete;
+  PackedBuffer& operator=(const PackedBuffer&) = delete;
+  uint8_t* data() const { return data_; }
+
+ private:
+  uint8_t* data_ = nullptr;  // [bytes] u8
+  size_t mapped_ = 0;        // bytes mapped (rounded up to whole pages)
+};
+
 struct PackedRows {
-  struct alignas(64) Line {
-    uint8_t bytes[64];
-  };
-  int64_t panel_rows = 0;  // P: 16 (AVX512-VNNI) or 8 (AVX2)
-  std::vector<Line> lines;  // [ceil(rows / P)][panel bytes, see above] as 64-byte lines
-  const uint8_t* data() const { return lines.front().bytes; }
+  std::shared_ptr<const PackedBuffer> buffer;  // owns the bytes; one buffer may hold several matrices
+  const uint8_t* bytes = nullptr;              // [ceil(rows / P)][panel bytes, see above], inside buffer
+  int64_t panel_rows = 0;                      // P: 16 (AVX512-VNNI) or 8 (AVX2)
+  const uint8_t* data() const { return bytes; }
 };
 
 // A read-only weight matrix as stored in GGUF: `rows` rows of `cols` elements each,
@@ -47,6 +62,9 @@ struct Matrix {
 // Results are bit-identical either way; packing removes the per-call repacking (decode
 // speed). get_row reads K-quant rows from the packed copy.
 Matrix pack_for_cpu(const Matrix& w);
+// The same for matrices of one shape and type (the experts of a 3-D tensor), packed into
+// one buffer: large enough for huge pages, where each expert alone is not.
+std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape);
 
 enum class Isa { scalar, avx2 };
 Isa detected_isa();  // what this CPU supports (AVX2+FMA+F16C -> avx2)

@@ -1,11 +1,12 @@
 // AVX2/FMA/F16C matmul kernels. Compiled with -mavx2 -mfma -mf16c; only called after
 // the run-time CPU check in kernels.cpp.
 //
-// Quantized and F16 weights run on 8-row panels (kernels_panel.h, kernels_kquant_panel.h,
-// kernels_f16_panel.h) with the vector traits V256 below; they share one float sequence
-// per output with the scalar reference, so they match it bit for bit.
+// Quantized, F16 and BF16 weights run on 8-row panels (kernels_panel.h, kernels_kquant_panel.h,
+// kernels_f16_panel.h, kernels_bf16_panel.h) with the vector traits V256 and Bf16Avx2 below;
+// they share one float sequence per output with the scalar reference, so they match it bit
+// for bit.
 //
-// F32 and BF16 use the register tile of kernels_tile.h: each has an "Ops" struct
+// F32 uses the register tile of kernels_tile.h: it has an "Ops" struct
 // describing one 8-element block of a dot product, and `tile<Ops, R, T>` computes R rows x
 // T tokens reusing every loaded weight block for T tokens and every activation block for
 // R rows. Every output element owns one accumulator that receives Ops::step for blocks
@@ -22,6 +23,7 @@
 #include <stdexcept>
 
 #include "tensor/kernels_impl.h"
+#include "tensor/kernels_bf16_panel.h"
 #include "tensor/kernels_f16_panel.h"
 #include "tensor/kernels_kquant_panel.h"
 #include "tensor/kernels_panel.h"
@@ -44,16 +46,6 @@ struct OpsF32 {
   static W load_w(const uint8_t* row, int64_t b) { return load(row, b); }
   static X load_x(const uint8_t* row, int64_t b) { return load(row, b); }
   static __m256 step(W w, X x, __m256 acc) { return _mm256_fmadd_ps(w, x, acc); }
-};
-
-struct OpsBF16 : OpsF32 {
-  static constexpr int kElemBytes = 2, kXElemBytes = 2;
-  static __m256 load(const uint8_t* row, int64_t b) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * b));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  static W load_w(const uint8_t* row, int64_t b) { return load(row, b); }
-  static X load_x(const uint8_t* row, int64_t b) { return load(row, b); }
 };
 
 // ---- quantized and F16 types: 8-row panels ----
@@ -164,6 +156,43 @@ struct V256 {
   static F fnma_block(I s, F dw, float dx, F acc) {
     return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
   }
+};
+
+// BF16 panels (kernels_bf16_panel.h) with VDPBF16PS emulated. A word holds columns 2p (low
+// half) and 2p+1; as f32 the odd one is the word with its low half cleared and the even one
+// the word shifted up by 16. FMA rounds once, as the instruction does (its step is fused),
+// and MXCSR DAZ|FTZ during the passes gives its denormal handling: inputs read as zero,
+// results below FLT_MIN after rounding flushed. The tree and the float64 tail run with the
+// caller's MXCSR, as ggml's do.
+struct Bf16Avx2 {
+  using F = __m256;
+  struct W {
+    __m256 odd, even;  // [8 rows] f32 columns 2p+1 and 2p
+  };
+  static constexpr int kRows = 8, kPairBytes = 8;  // activation pairs widened: (even, odd) f32
+  static constexpr int kTokens = 8;                // prefill tile: 8 accumulators + 4 of 16 ymm
+  static constexpr int kPrefillLanes = 1;          // lane sums per prefill pass
+  static constexpr int kDecodeLanes = 8;           // decode: 8 lane sums per pass
+  static F zero() { return _mm256_setzero_ps(); }
+  static W load_w(const uint32_t* p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u)))),
+            _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))};
+  }
+  static F step(F acc, const W& w, const uint8_t* x) {
+    const float* xf = reinterpret_cast<const float*>(x);
+    acc = _mm256_fmadd_ps(w.odd, _mm256_broadcast_ss(xf + 1), acc);
+    return _mm256_fmadd_ps(w.even, _mm256_broadcast_ss(xf), acc);
+  }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static void store(float* p, F v) { _mm256_store_ps(p, v); }
+  static void store_y(float* y, int n, F v) { V256::store_y(y, n, v); }
+  static unsigned enter() {
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
+    return csr;
+  }
+  static void leave(unsigned csr) { _mm_setcsr(csr); }
 };
 
 struct DotAvx2 {
@@ -279,12 +308,56 @@ void pack_panels_avx2(const MatmulArgs& a, int64_t p0, int64_t p1, uint8_t* out)
   const int64_t nsb = a.cols / QK_K;  // K-quant super-blocks per row
   switch (a.wtype) {
     case DType::f16: pack_f16_panels<V256>(a, p0, p1, out); break;
+    case DType::bf16: pack_bf16_panels<Bf16Avx2::kRows>(a, p0, p1, out); break;
     case DType::q8_0: pack_panels<V256, UnpackQ8_0>(a, p0, p1, out); break;
     case DType::q4_k: pack_kq_panels<V256::kRows, KQ4>(a.w, a.w_stride, a.y_stride, nsb, p0, p1, out); break;
     case DType::q5_k: pack_kq_panels<V256::kRows, KQ5>(a.w, a.w_stride, a.y_stride, nsb, p0, p1, out); break;
     case DType::q6_k: pack_kq_panels<V256::kRows, KQ6>(a.w, a.w_stride, a.y_stride, nsb, p0, p1, out); break;
     default: throw std::invalid_argument("pack_panels: unsupported weight type");
   }
+}
+
+namespace {
+
+// f32_to_bf16 on 8 lanes, in the low half of each 32-bit lane: nearest even, NaN quieted.
+__m256i round_to_bf16_8(const float* x) {
+  const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  return _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64)), nan);
+}
+
+}  // namespace
+
+void bf16_lanes_row_avx2(const float* x, uint8_t* dst, int64_t cols, const Bf16Order& o, bool widen) {
+  const int64_t pairs = o.lanes * o.chunks;
+  uint32_t words[1024];  // [<= 1024] rounded pairs in column order, low half = even column
+  for (int64_t p0 = 0; p0 < pairs; p0 += 1024) {
+    const int64_t np = pairs - p0 < 1024 ? pairs - p0 : 1024;  // a multiple of 16
+    for (int64_t i = 0; i < np; i += 8) {
+      const __m256i lo = round_to_bf16_8(x + 2 * (p0 + i)), hi = round_to_bf16_8(x + 2 * (p0 + i) + 8);
+      // packus keeps 128-bit lanes: words 0-3 | 4-7 of lo, then of hi; the permute orders them.
+      const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + i), w);
+    }
+    // Pair p = G*c + j goes to j*C + c.
+    for (int64_t i = 0; i < np; i += o.lanes) {
+      const int64_t c = (p0 + i) / o.lanes;
+      for (int j = 0; j < o.lanes; ++j) {
+        const int64_t q = j * o.chunks + c;
+        const uint32_t wd = words[i + j];
+        if (widen) {
+          const uint32_t f[2] = {wd << 16, wd & 0xffff0000u};  // even, odd as f32 bits
+          std::memcpy(dst + 8 * q, f, 8);
+        } else {
+          std::memcpy(dst + 4 * q, &wd, 4);
+        }
+      }
+    }
+  }
+  auto* tail = reinterpret_cast<bf16_bits*>(dst + pairs * (widen ? 8 : 4));  // [tail] BF16
+  for (int64_t k = 2 * pairs; k < cols; ++k) tail[k - 2 * pairs] = f32_to_bf16(x[k]);
 }
 
 void round_to_f16_avx2(const float* x, float* out, int64_t n) {
@@ -308,7 +381,7 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
   switch (a.wtype) {
     case DType::f32: rows_range<OpsF32>(a, r0, r1); break;
     case DType::f16: f16_rows_range<V256>(a, r0, r1); break;
-    case DType::bf16: rows_range<OpsBF16>(a, r0, r1); break;
+    case DType::bf16: bf16_rows_range<Bf16Avx2>(a, r0, r1); break;
     case DType::q8_0: panel_rows_range<V256, DotAvx2, UnpackQ8_0>(a, r0, r1); break;
     case DType::q4_0: panel_rows_range<V256, DotAvx2, UnpackQ4_0>(a, r0, r1); break;
     case DType::q4_k: kq_rows_range<V256, KQ4>(a, r0, r1); break;

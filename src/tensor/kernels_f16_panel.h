@@ -17,6 +17,7 @@
 
 #include "tensor/dtype.h"
 #include "tensor/kernels_impl.h"
+#include "tensor/kernels_prefetch.h"
 
 namespace ws::detail {
 namespace {
@@ -25,12 +26,55 @@ constexpr int64_t kF16Chunk = 256;  // columns per chunk: accumulators go back t
 constexpr int kF16Tokens = 8;       // batch: 8 tokens, 8 independent accumulator chains
 constexpr int kF16Panels = 4;       // few tokens: 4 panels side by side, for the same reason
 
-// Column-major copy of columns [k0, k0 + kc) of P rows (null rows read as zeros).
+// Columns [k, k + 16) of 8 rows (src[i]: row i's column k) into [16][P] f16 at out, rows
+// at out[0..7] of each column: an 8x8 16-bit transpose on both 128-bit lanes at once
+// (lane 0: columns k..k+7, lane 1: k+8..k+15). Loads and stores only; no arithmetic.
+inline void transpose8x16_f16(const f16_bits* const* src, f16_bits* out, int P) {
+  __m256i r[8], t[8];  // [8] rows, then partial transposes
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[i]));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // pairs of rows interleaved per column
+    t[2 * i] = _mm256_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // quads of rows per column (rows 0..3, then 4..7)
+    r[4 * h + 0] = _mm256_unpacklo_epi32(t[4 * h + 0], t[4 * h + 2]);
+    r[4 * h + 1] = _mm256_unpackhi_epi32(t[4 * h + 0], t[4 * h + 2]);
+    r[4 * h + 2] = _mm256_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);
+    r[4 * h + 3] = _mm256_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {  // all 8 rows of columns 2c, 2c + 1 (and + 8)
+    const __m256i even = _mm256_unpacklo_epi64(r[c], r[c + 4]), odd = _mm256_unpackhi_epi64(r[c], r[c + 4]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * c) * P), _mm256_castsi256_si128(even));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * c + 8) * P), _mm256_extracti128_si256(even, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * c + 1) * P), _mm256_castsi256_si128(odd));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * c + 9) * P), _mm256_extracti128_si256(odd, 1));
+  }
+}
+
+// Column-major copy of columns [k0, k0 + kc) of P rows (null rows read as zeros): 16
+// columns of 8 rows at a time by transposes, the last kc % 16 columns one by one.
 template <int P>
-void pack_f16(const uint8_t* const* rows, int64_t k0, int64_t kc, f16_bits* out /* [kc][P] */) {
+void pack_f16(const uint8_t* const* rows, int64_t k0, int64_t kc, f16_bits* out /* [kc][P] */,
+              PrefetchStream* ahead = nullptr) {
+  static constexpr f16_bits kZeros[16] = {};  // a null row's 16 columns
+  const int64_t k16 = kc / 16 * 16;
+  for (int64_t k = 0; k < k16; k += 16)
+#pragma GCC unroll 2
+    for (int h = 0; h < P; h += 8) {
+      if (ahead) ahead->step();
+      const f16_bits* src[8];  // rows h..h+7 at column k0 + k
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i)
+        src[i] = rows[h + i] ? reinterpret_cast<const f16_bits*>(rows[h + i]) + k0 + k : kZeros;
+      transpose8x16_f16(src, out + k * P + h, P);
+    }
   for (int i = 0; i < P; ++i) {
     const auto* r = reinterpret_cast<const f16_bits*>(rows[i]);
-    for (int64_t k = 0; k < kc; ++k) out[k * P + i] = r ? r[k0 + k] : f16_bits(0);
+    for (int64_t k = k16; k < kc; ++k) out[k * P + i] = r ? r[k0 + k] : f16_bits(0);
   }
 }
 
@@ -76,12 +120,16 @@ void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t t0, in
   }
   for (int64_t k0 = 0; k0 < a.cols; k0 += kF16Chunk) {
     const int64_t kc = a.cols - k0 < kF16Chunk ? a.cols - k0 : kF16Chunk;
+    // Unpacked weights: the next chunk's lines, a few per pack step.
+    PrefetchStream ahead;
+    if (!a.packed)
+      ahead = next_chunk(a, r0, G * P, size_t(k0) * 2, size_t(kc) * 2, kF16Chunk * 2, G * (P / 8) * (kc / 16));
     for (int g = 0; g < G; ++g) {
       if (a.packed) {
         w[g] = reinterpret_cast<const f16_bits*>(a.packed) + ((r0 / P + g) * a.cols + k0) * P;
       } else {
         w[g] = scratch + g * kF16Chunk * P;
-        pack_f16<P>(rows[g], k0, kc, scratch + g * kF16Chunk * P);
+        pack_f16<P>(rows[g], k0, kc, scratch + g * kF16Chunk * P, &ahead);
       }
     }
     int64_t t = t0;

@@ -1,6 +1,6 @@
 // The packed panel layout of K-quant matrices (Q4_K, Q5_K, Q6_K; kernels_kquant_panel.h):
-// ISA-independent, shared by the SIMD units (which pack and compute) and the driver (which
-// reads rows back, see get_row). Internal to the including file.
+// ISA-independent, shared by the SIMD units (which pack and compute, kernels_kquant_panel.h)
+// and the driver (which reads rows back, see get_row). Internal to the including file.
 //
 // A panel holds P rows. Each 256-element super-block of the panel is a run of kVectors
 // vectors of P 4-byte lanes, lane i holding 4 bytes of row i's GGUF block copied as they
@@ -56,31 +56,6 @@ inline void for_each_kq_piece(int P, int lane, F f) {
     if (v != K::kF16) f(K::word_offset(v), (v * P + lane) * 4, 4);
   f(K::kDOffset, K::kF16 * P * 4 + lane * 2, 2);
   if (K::kDminOffset >= 0) f(K::kDminOffset, K::kF16 * P * 4 + (P + lane) * 2, 2);
-}
-
-// Packs super-blocks [sb0, sb0 + nsb) of the P rows `rows` (null: zeros) into `out`:
-// [nsb][K::kVectors][P lanes][4 bytes].
-template <int P, class K>
-void pack_kq(const uint8_t* const* rows, int64_t sb0, int64_t nsb, uint8_t* out) {
-  static constexpr uint8_t kZeros[sizeof(typename K::Block)] = {};  // a null row's block
-  for (int64_t s = 0; s < nsb; ++s, out += K::kVectors * P * 4) {
-    for (int i = 0; i < P; ++i) {
-      const uint8_t* blk = rows[i] ? rows[i] + (sb0 + s) * int64_t(sizeof(typename K::Block)) : kZeros;
-      for_each_kq_piece<K>(P, i, [&](int b, int p, int n) { __builtin_memcpy(out + p, blk + b, size_t(n)); });
-    }
-  }
-}
-
-// The PackedRows layout of panels [p0, p1) of a matrix of `rows` rows of nsb super-blocks
-// (row i at w + i * w_stride).
-template <int P, class K>
-void pack_kq_panels(const uint8_t* w, size_t w_stride, int64_t rows, int64_t nsb, int64_t p0,
-                    int64_t p1, uint8_t* out) {
-  for (int64_t p = p0; p < p1; ++p, out += nsb * K::kVectors * P * 4) {
-    const uint8_t* row_ptrs[P];  // the panel's weight rows, null past the end
-    for (int i = 0; i < P; ++i) row_ptrs[i] = p * P + i < rows ? w + size_t(p * P + i) * w_stride : nullptr;
-    pack_kq<P, K>(row_ptrs, 0, nsb, out);
-  }
 }
 
 // Row `row` of a packed matrix (panels of P rows, nsb super-blocks) as its GGUF blocks:

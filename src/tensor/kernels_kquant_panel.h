@@ -28,9 +28,97 @@
 #include "tensor/dtype.h"
 #include "tensor/kernels_impl.h"
 #include "tensor/kernels_kquant_layout.h"
+#include "tensor/kernels_prefetch.h"
 
 namespace ws::detail {
 namespace {
+
+// Words 0..7 at byte offset o of the blocks src[0..7] into 8 packed vectors (out: vector 0,
+// lane 0 of these 8 rows; vectors P * 4 bytes apart): an 8x8 transpose of 32-bit words,
+// both 128-bit lanes at once (lane 0: words 0..3, lane 1: words 4..7).
+inline void transpose8_words(const uint8_t* const* src, int o, uint8_t* out, int P) {
+  __m256i r[8], t[8];  // [8] rows, then partial transposes
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[i] + o));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // pairs of rows per word
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // rows 4h..4h+3 of words c | c + 4, c = 0..3
+    r[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+    r[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+    r[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    r[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c * P * 4), _mm256_permute2x128_si256(r[c], r[c + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (c + 4) * P * 4),
+                        _mm256_permute2x128_si256(r[c], r[c + 4], 0x31));
+  }
+}
+
+// Whether packed vectors v..v+7 take 8 consecutive words of the block (one transpose).
+template <class K>
+constexpr bool word_run8(int v) {
+  if (v + 8 > K::kVectors) return false;
+  for (int j = 0; j < 8; ++j)
+    if (v + j == K::kF16 || K::word_offset(v + j) != K::word_offset(v) + 4 * j) return false;
+  return true;
+}
+
+// Packed vectors V.. of rows h..h+7 (blk: their GGUF blocks) into the super-block at out:
+// runs of 8 consecutive words by transposes, the others (scales) by copies; the f16
+// vector is left to the caller. Unrolled at compile time.
+template <int P, class K, int V = 0>
+inline void pack_kq_vectors(const uint8_t* const* blk, int h, uint8_t* out) {
+  if constexpr (V < K::kVectors) {
+    if constexpr (word_run8<K>(V)) {
+      transpose8_words(blk, K::word_offset(V), out + (V * P + h) * 4, P);
+      pack_kq_vectors<P, K, V + 8>(blk, h, out);
+    } else {
+      if constexpr (V != K::kF16)
+        for (int i = 0; i < 8; ++i) __builtin_memcpy(out + (V * P + h + i) * 4, blk[i] + K::word_offset(V), 4);
+      pack_kq_vectors<P, K, V + 1>(blk, h, out);
+    }
+  }
+}
+
+// Packs super-blocks [sb0, sb0 + nsb) of the P rows `rows` (null: zeros) into `out`:
+// [nsb][K::kVectors][P lanes][4 bytes] (kernels_kquant_layout.h), 8 rows at a time.
+// `ahead` (optional) is stepped once per 8 rows.
+template <int P, class K>
+void pack_kq(const uint8_t* const* rows, int64_t sb0, int64_t nsb, uint8_t* out, PrefetchStream* ahead = nullptr) {
+  static constexpr uint8_t kZeros[sizeof(typename K::Block)] = {};  // a null row's block
+  for (int64_t s = 0; s < nsb; ++s, out += K::kVectors * P * 4) {
+    for (int h = 0; h < P; h += 8) {
+      if (ahead) ahead->step();
+      const uint8_t* blk[8];  // rows h..h+7: this super-block's GGUF block
+      for (int i = 0; i < 8; ++i)
+        blk[i] = rows[h + i] ? rows[h + i] + (sb0 + s) * int64_t(sizeof(typename K::Block)) : kZeros;
+      pack_kq_vectors<P, K>(blk, h, out);
+      uint8_t* f16 = out + K::kF16 * P * 4;  // [d x P, dmin x P] f16
+      for (int i = 0; i < 8; ++i) {
+        __builtin_memcpy(f16 + (h + i) * 2, blk[i] + K::kDOffset, 2);
+        if constexpr (K::kDminOffset >= 0) __builtin_memcpy(f16 + (P + h + i) * 2, blk[i] + K::kDminOffset, 2);
+      }
+    }
+  }
+}
+
+// The PackedRows layout of panels [p0, p1) of a matrix of `rows` rows of nsb super-blocks
+// (row i at w + i * w_stride).
+template <int P, class K>
+void pack_kq_panels(const uint8_t* w, size_t w_stride, int64_t rows, int64_t nsb, int64_t p0,
+                    int64_t p1, uint8_t* out) {
+  for (int64_t p = p0; p < p1; ++p, out += nsb * K::kVectors * P * 4) {
+    const uint8_t* row_ptrs[P];  // the panel's weight rows, null past the end
+    for (int i = 0; i < P; ++i) row_ptrs[i] = p * P + i < rows ? w + size_t(p * P + i) * w_stride : nullptr;
+    pack_kq<P, K>(row_ptrs, 0, nsb, out);
+  }
+}
 
 // Super-blocks per chunk: a packed chunk (<= 14 KB: Q6_K, P = 16) stays in L1 while every
 // token of the batch streams past it. Accumulators are kept in y between chunks (a float
@@ -178,8 +266,13 @@ void kq_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
       for (int64_t sb0 = 0; sb0 < nsb; sb0 += kKChunk) {
         const int64_t n = nsb - sb0 < kKChunk ? nsb - sb0 : kKChunk;
         const typename V::I* chunk = scratch;
-        if (a.packed) chunk = prepacked + sb0 * kVectors;
-        else pack_kq<P, K>(rows, sb0, n, reinterpret_cast<uint8_t*>(scratch));
+        if (a.packed) {
+          chunk = prepacked + sb0 * kVectors;
+        } else {  // the next chunk's lines, a few per 8 rows packed
+          constexpr size_t B = sizeof(typename K::Block);
+          PrefetchStream ahead = next_chunk(a, p0, P, size_t(sb0) * B, size_t(n) * B, kKChunk * B, n * (P / 8));
+          pack_kq<P, K>(rows, sb0, n, reinterpret_cast<uint8_t*>(scratch), &ahead);
+        }
         int64_t t = t0;
         for (; t + V::kKTokens <= t1; t += V::kKTokens)
           kq_chunk_tokens<V, K, V::kKTokens>(chunk, n, a, sb0, t, p0, n_rows);

@@ -21,6 +21,7 @@
 
 #include "tensor/dtype.h"
 #include "tensor/kernels_impl.h"
+#include "tensor/kernels_prefetch.h"
 
 namespace ws::detail {
 namespace {
@@ -39,9 +40,11 @@ alignas(64) constexpr uint8_t kZeroBlock[64] = {};
 // Packs blocks [b0, b0 + nblk) of the P rows `rows` into `out`:
 // [nblk][1 V::F scale vector, 8 V::I level vectors].
 template <class V, class Unpack>
-void pack_panel(const uint8_t* const* rows, int64_t b0, int64_t nblk, typename V::I* out) {
+void pack_panel(const uint8_t* const* rows, int64_t b0, int64_t nblk, typename V::I* out,
+                PrefetchStream* ahead = nullptr) {
   constexpr int P = V::kRows, L = P / 4;  // rows, 128-bit lanes per vector
   for (int64_t j = 0; j < nblk; ++j) {
+    if (ahead) ahead->step();
     const int64_t b = b0 + j;
     typename V::I lo[4], hi[4];  // lane l of lo[i] / hi[i]: levels 0..15 / 16..31 of row i+4l
     alignas(64) f16_bits d[P];
@@ -108,10 +111,12 @@ void rows8_few_tokens(const MatmulArgs& a, int64_t r0, int n_rows, int64_t t) {
   const uint8_t* rows[8];
   for (int i = 0; i < 8; ++i) rows[i] = i < n_rows ? a.w + size_t(r0 + i) * a.w_stride : nullptr;
   const int64_t nb = a.cols / QK8_0;
+  PrefetchStream ahead = next_chunk(a, r0, 8, 0, a.w_stride, a.w_stride, nb);  // the next 8 rows
   const auto* xb = reinterpret_cast<const block_q8_0*>(a.x + size_t(t) * a.x_stride);
   const float* x_scale = a.x_scale + t * nb;
   __m256 acc = _mm256_setzero_ps();  // [8 rows] f32
   for (int64_t b = 0; b < nb; ++b) {
+    ahead.step();
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs));
     alignas(16) f16_bits d[8];
     __m256i v[8];  // [8 rows][8] int32 partial sums
@@ -159,8 +164,13 @@ void panel_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
       for (int64_t b0 = 0; b0 < nb; b0 += kPanelChunk) {
         const int64_t nblk = nb - b0 < kPanelChunk ? nb - b0 : kPanelChunk;
         const typename V::I* chunk = scratch;
-        if (a.packed) chunk = prepacked + b0 * 9;
-        else pack_panel<V, Unpack>(rows, b0, nblk, scratch);
+        if (a.packed) {
+          chunk = prepacked + b0 * 9;
+        } else {  // the next chunk's lines, a few per block packed
+          const size_t B = a.w_stride / size_t(nb);  // bytes per block
+          PrefetchStream ahead = next_chunk(a, p0, P, size_t(b0) * B, size_t(nblk) * B, kPanelChunk * B, nblk);
+          pack_panel<V, Unpack>(rows, b0, nblk, scratch, &ahead);
+        }
         int64_t t = t0;
         for (; t + kPanelTokens <= t1; t += kPanelTokens)
           panel_chunk_tokens<V, kPanelTokens>(chunk, nblk, a, b0, t, p0, n_rows);
