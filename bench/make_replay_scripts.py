@@ -8,6 +8,8 @@ that splits words finely), ~110-word (~150-token) user turns, 32 generated token
   interleave  3 conversations sharing the system prompt, round-robin (36 requests)
   strip       like append, but past replies come back shortened ("reasoning stripped"),
               so history diverges at the previous reply
+  agent       a tool loop: one task, then each turn appends the reply (the model's tool
+              call, as generated) and a role "tool" message with the call's result
 
 usage: make_replay_scripts.py OUTDIR [--turns 12] [--seed 1]
 """
@@ -38,6 +40,14 @@ def script(scenario, turns, seed, system_words=380, user_words=110, max_tokens=3
     lines = []
     for t in range(1, turns + 1):
         for c, msgs in enumerate(convs):
+            if scenario == "agent":
+                if t == 1:
+                    msgs.append({"role": "user", "content": "Task: " + words(rng, user_words)})
+                lines.append({"messages": list(msgs), "max_tokens": max_tokens, "conversation": "c%d" % c})
+                msgs.append({"role": "assistant", "from_turn": len(lines)})
+                msgs.append({"role": "tool", "tool_call_id": "call%d" % t,
+                             "content": json.dumps({"step": t, "result": words(rng, 40)})})
+                continue
             if scenario == "edit" and t == edit_at and len(msgs) > 3:
                 msgs[3] = {"role": "user", "content": "Edited: " + words(rng, user_words)}
             msgs.append({"role": "user", "content": words(rng, user_words)})
@@ -57,7 +67,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
-    for sc in ("append", "edit", "interleave", "strip"):
+    for sc in ("append", "edit", "interleave", "strip", "agent"):
         path = os.path.join(a.outdir, sc + ".jsonl")
         with open(path, "w") as f:
             for line in script(sc, a.turns, a.seed):

@@ -17,7 +17,7 @@ for arch in "${archs[@]}"; do
   f16="bench/models/$arch-bench-f16.gguf"; q8="bench/models/$arch-bench-q8_0.gguf"
   [ -f "$f16" ] || /usr/bin/python3 ../shared/tools/mkmodel.py --arch "$arch" --preset bench --out "$f16"
   [ -f "$q8" ] || ./build/warmstart quantize "$f16" "$q8" Q8_0
-  for sc in append edit interleave strip; do
+  for sc in append edit interleave strip agent; do
     outs=()
     for r in $(seq "$reps"); do
       out="bench/results/replay-$arch-$sc-cache-on$([ "$reps" -gt 1 ] && echo "-$r").jsonl"

@@ -1,6 +1,6 @@
 // libFuzzer target for the GGUF reader: any input must either parse or throw GgufError,
 // and a parsed file must only hand out memory inside the buffer. Built and run by
-// tests/fuzz_gguf.sh with ASan + UBSan.
+// tests/fuzz.sh with ASan + UBSan.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -2,7 +2,9 @@
 // result is exact (0, saturation, infinities, NaN), and position independent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -183,6 +185,40 @@ TEST(Activation, CausalConvMatchesTheFormula) {
           EXPECT_EQ(split, want) << at << " split";
           EXPECT_EQ(split_tail, want_tail) << at << " split";
         }
+}
+
+// The delta rule on a head as the four passes of its definition (decay; S^T k; update;
+// S^T q), against ops::delta_rule_token (SIMD strips of 32 and 8 columns, a scalar tail):
+// bit for bit, over several tokens so that the state carries.
+TEST(Activation, DeltaRuleTokenMatchesTheDefinition) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (const auto [dk, dv] : {std::pair<int64_t, int64_t>{64, 139}, {16, 16}, {128, 128}, {8, 5}}) {
+    std::vector<float> S(static_cast<size_t>(dk * dv)), ref(S.size());  // [dk][dv]
+    for (auto& s : S) s = u(rng);
+    ref = S;
+    const size_t nk = static_cast<size_t>(dk), nv = static_cast<size_t>(dv);
+    std::vector<float> k(nk), q(nk), v(nv), out(nv), want(nv), delta(nv);  // [dk], [dk], [dv] x 4
+    for (int token = 0; token < 4; ++token) {
+      for (auto* x : {&k, &q, &v})
+        for (auto& e : *x) e = u(rng);
+      const float decay = 0.5f + 0.5f * std::fabs(u(rng)), beta = std::fabs(u(rng)), scale = 0.125f;
+      for (auto& s : ref) s *= decay;
+      std::fill(delta.begin(), delta.end(), 0.f);
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] += ref[size_t(i * dv + j)] * k[size_t(i)];
+      for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] = (v[size_t(j)] - delta[size_t(j)]) * beta;
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) ref[size_t(i * dv + j)] += k[size_t(i)] * delta[size_t(j)];
+      std::fill(want.begin(), want.end(), 0.f);
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) want[size_t(j)] += ref[size_t(i * dv + j)] * q[size_t(i)];
+      for (auto& w : want) w *= scale;
+      ops::delta_rule_token(S.data(), k.data(), q.data(), v.data(), decay, beta, scale, dk, dv, out.data());
+      ASSERT_EQ(0, std::memcmp(out.data(), want.data(), want.size() * sizeof(float))) << dk << "x" << dv;
+      ASSERT_EQ(0, std::memcmp(S.data(), ref.data(), ref.size() * sizeof(float))) << dk << "x" << dv;
+    }
+  }
 }
 
 }  // namespace

@@ -59,35 +59,13 @@ Tolerance tolerance_for(const gguf::File& f) {
   return {"f32", 1e-3, 1e-4, 1e-3, 0.99};
 }
 
-struct Figures {
-  double max_abs = 0, mean_abs = 0, mean_nll_diff = 0, argmax_agreement = 0;
-  int argmax_compared = 0;
-};
-
-Figures compare(const LogitProbe& ours, const LogitProbe& gold, double gap_tolerance) {
-  Figures f;
+// compare_probes, with the row layout and finiteness as expectations.
+ProbeComparison compare(const LogitProbe& ours, const LogitProbe& gold, double gap_tolerance) {
   EXPECT_EQ(ours.full_positions, gold.full_positions);
   EXPECT_EQ(ours.full_rows.size(), gold.full_rows.size());
-  double sum = 0;
-  const size_t n = std::min(ours.full_rows.size(), gold.full_rows.size());
-  for (size_t i = 0; i < n; ++i) {
-    const double d = std::fabs(double(ours.full_rows[i]) - double(gold.full_rows[i]));
-    EXPECT_TRUE(std::isfinite(ours.full_rows[i]));
-    f.max_abs = std::max(f.max_abs, d);
-    sum += d;
-  }
-  f.mean_abs = n ? sum / double(n) : 0;
-  f.mean_nll_diff = std::fabs(ours.mean_nll - gold.mean_nll);
-  // Argmax agreement over positions whose golden top-1/top-2 gap exceeds the tolerance
-  // (a near-tie may flip on rounding alone).
-  int agree = 0;
-  for (size_t i = 0; i < gold.argmax.size() && i < ours.argmax.size(); ++i) {
-    if (gold.top8[i].size() > 1 && gold.top8[i][0].second - gold.top8[i][1].second <= gap_tolerance) continue;
-    ++f.argmax_compared;
-    agree += ours.argmax[i] == gold.argmax[i];
-  }
-  f.argmax_agreement = f.argmax_compared ? double(agree) / f.argmax_compared : 1.0;
-  return f;
+  const ProbeComparison c = compare_probes(ours, gold, gap_tolerance);
+  EXPECT_EQ(c.n_nonfinite, 0u);
+  return c;
 }
 
 // Runs every probe of golden `path` on `model`: whether all are within `tol`, printing the
@@ -103,7 +81,7 @@ bool probes_within(const Model& model, const std::string& path, const Tolerance&
     std::vector<float> logits;  // [n][n_vocab]
     eval_tokens(model, state, gold.tokens, gold.n_ubatch > 0 ? gold.n_ubatch : 512, LogitsMode::all, logits, pool);
     const auto ours = make_probe(gold.name, gold.tokens, logits, model.config().n_vocab, gold.n_ubatch);
-    const Figures f = compare(ours, gold, tol.mean_abs);
+    const ProbeComparison f = compare(ours, gold, tol.mean_abs);
     std::printf("[figures] %s %s (%s): max|dlogit| %.3g mean|dlogit| %.3g |dmeanNLL| %.3g argmax %.4f (%d pos)\n",
                 fs::path(path).stem().c_str(), gold.name.c_str(), tol.kind, f.max_abs, f.mean_abs, f.mean_nll_diff,
                 f.argmax_agreement, f.argmax_compared);
@@ -220,7 +198,7 @@ TEST(LogitsCli, WritesGoldenFormatThatMatches) {
   ASSERT_EQ(ours.size(), 1u);
   EXPECT_EQ(ours[0].tokens, gold.tokens);
   const Tolerance tol = tolerance_for(gguf::File::open((kShared / g.at("model_file").get<std::string>()).string()));
-  const Figures f = compare(ours[0], gold, tol.mean_abs);
+  const ProbeComparison f = compare(ours[0], gold, tol.mean_abs);
   EXPECT_LE(f.max_abs, tol.max_abs);
   EXPECT_LE(f.mean_nll_diff, 1e-3);
   EXPECT_GE(f.argmax_agreement, 0.99);

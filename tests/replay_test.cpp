@@ -172,6 +172,24 @@ TEST_P(ReplayScenarios, InterleavedConversationsShareTheSystemPrompt) {
   EXPECT_EQ(alone[0].generated, t[1].generated);
 }
 
+// An agent's tool loop: each step appends the model's reply (its tool call, exactly as
+// generated) and the tool's result as a role "tool" message; every request after the first
+// must reuse at least the previous request's whole prompt.
+TEST_P(ReplayScenarios, AgentToolLoopReusesThePreviousPromptEveryStep) {
+  std::vector<json> messages = {msg("system", kSystem + " Call a tool at every step."),
+                                msg("user", "Find the cheapest M4 bolts in stock and reserve fifty.")};
+  std::vector<json> lines;
+  for (int step = 1; step <= 10; ++step) {
+    lines.push_back(line(messages, 8, "agent"));
+    messages.push_back(from_turn(step));
+    messages.push_back({{"role", "tool"}, {"tool_call_id", "call" + std::to_string(step)},
+                        {"content", json({{"step", step}, {"ok", true}, {"items", step * 3}}).dump()}});
+  }
+  const auto t = play(lines);
+  for (size_t i = 1; i < t.size(); ++i)
+    EXPECT_GE(t[i].reused_tokens, t[i - 1].prompt_tokens - 1) << "step " << i + 1;
+}
+
 TEST_P(ReplayScenarios, TinyBudgetEvictsAndStaysCorrect) {
   const json sys = msg("system", kSystem);
   std::vector<json> lines;

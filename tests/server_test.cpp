@@ -35,6 +35,7 @@
 #include "tokenizer/tokenizer.h"
 #include "vision/media.h"
 #include "not_supported.h"
+#include "serve_process.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -73,58 +74,16 @@ struct HttpResult {
   json j() const { return json::parse(body, nullptr, false); }
 };
 
-// One `warmstart serve` child process; SIGTERM (then SIGKILL) on destruction.
-class ServerProcess {
+// `warmstart serve -m MODEL EXTRA...` (tests/serve_process.h).
+std::vector<std::string> serve_args(const fs::path& model, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"-m", model.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+class ServerProcess : public ws::test::ServeProcess {
  public:
-  explicit ServerProcess(const std::vector<std::string>& extra, const fs::path& model = hybrid_model()) {
-    static std::atomic<int> counter{0};
-    log_ = fs::temp_directory_path() / ("ws-serve-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".log");
-    std::vector<std::string> args = {WS_BINARY, "serve", "-m", model.string(), "--port", "0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-    for (int i = 0; i < 600 && pid_ > 0 && port_ == 0; ++i) {
-      std::smatch m;
-      const std::string log = slurp(log_);
-      if (std::regex_search(log, m, listening)) port_ = std::stoi(m[1]);
-      else std::this_thread::sleep_for(100ms);
-    }
-  }
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(50ms);
-      if (waitpid(pid_, &status, WNOHANG) == 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-      }
-    }
-    fs::remove(log_);
-  }
-  int port() const { return port_; }
-  std::string log() const { return slurp(log_); }
-  // Peak resident set of the server (kB), from /proc.
-  long peak_rss_kb() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  fs::path log_;
+  explicit ServerProcess(const std::vector<std::string>& extra, const fs::path& model = hybrid_model())
+      : ServeProcess(WS_BINARY, serve_args(model, extra)) {}
 };
 
 // curl with the body in a file (no shell quoting of JSON); returns status and body.

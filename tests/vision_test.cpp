@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/prefix_cache.h"
+#include "engine/logit_report.h"
 #include "engine/turn.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
@@ -85,11 +86,10 @@ struct Pair {
   std::string projector() const { return g["projector"]["type"].get<std::string>(); }
 };
 
-double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+// The logit report's max |a - b|, with equal sizes an expectation.
+double same_size_diff(std::span<const float> a, std::span<const float> b) {
   EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
-  return m;
+  return max_abs_diff(a, b);
 }
 
 vision::RgbImage flipped(const vision::RgbImage& img) {
@@ -142,7 +142,7 @@ std::pair<double, double> stored_rows_diff(const Pair& p, const std::vector<floa
     const size_t q = r.get<size_t>();
     EXPECT_LE((q + 1) * V, logits.size());
     if ((q + 1) * V > logits.size()) break;
-    const double d = max_abs_diff(std::span(logits).subspan(q * V, V), rows.subspan(j++ * V, V));
+    const double d = same_size_diff(std::span(logits).subspan(q * V, V), rows.subspan(j++ * V, V));
     all = std::max(all, d);
     if (int32_t(q) >= from) after = std::max(after, d);
   }
@@ -188,9 +188,9 @@ TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
     const auto gp = p.tensor(e["pixels"]);
     ASSERT_EQ(pix.size(), gp.size());
     EXPECT_EQ(std::memcmp(pix.data(), gp.data(), gp.size() * 4), 0) << name << ": pixels are not bit-identical";
-    const double d_patch = max_abs_diff(ev.traces[i].patch_embd_plus_pos, p.tensor(e["patch_embd_plus_pos"]));
-    const double d_vit = max_abs_diff(ev.traces[i].vit_out, p.tensor(e["vit_out"]));
-    const double d_emb = max_abs_diff(ev.embeddings[i], p.tensor(e["embeddings"]));
+    const double d_patch = same_size_diff(ev.traces[i].patch_embd_plus_pos, p.tensor(e["patch_embd_plus_pos"]));
+    const double d_vit = same_size_diff(ev.traces[i].vit_out, p.tensor(e["vit_out"]));
+    const double d_emb = same_size_diff(ev.embeddings[i], p.tensor(e["embeddings"]));
     std::printf("%s entry %zu: patch_embd_plus_pos %.3g, vit_out %.3g, embeddings %.3g\n", name.c_str(), i, d_patch,
                 d_vit, d_emb);
     EXPECT_LE(d_patch, b.patch) << name;
@@ -264,7 +264,7 @@ TEST_P(VisionGolden, UnseenImagesRunEndToEnd) {
   const std::vector<std::vector<uint8_t>> flip = {to_png(flipped(img), "flip")};
   const auto ev = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), flip, 512, pool);
   const auto gold = p.tensor(p.g["image_entries"][0]["embeddings"]);
-  EXPECT_GT(max_abs_diff(ev.embeddings[0], gold), 0.1) << "a mirrored image must change the embeddings";
+  EXPECT_GT(same_size_diff(ev.embeddings[0], gold), 0.1) << "a mirrored image must change the embeddings";
   for (float v : ev.logits) ASSERT_TRUE(std::isfinite(v));
   // A non-square, smaller image goes through the resize paths.
   const std::vector<std::vector<uint8_t>> small = {to_png(vision::crop(img, 10, 30, 200, 120), "crop")};

@@ -22,6 +22,7 @@ namespace {
 
 struct ServeOptions {
   std::string model, host = "127.0.0.1", chat_template, api_key, mmproj, alias, cors_origin;
+  std::string reasoning_format = "auto", pooling = "mean";
   bool allow_local_files = false;
   double image_cache_mb = 256;  // encoded image embeddings kept for later turns
   int port = 8080;
@@ -34,6 +35,8 @@ struct ServeOptions {
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
   server::ConnectionLimits limits;
   double max_body_mb = 64;
+  int64_t max_image_pixels = int64_t(4096) * 4096;
+  int max_image_decodes = 2;
 };
 
 // SIGINT/SIGTERM stop the server cleanly. They are blocked in every thread (the mask is
@@ -67,6 +70,7 @@ class ShutdownOnSignal {
 
 int run_serve(const ServeOptions& o) {
   ShutdownOnSignal signals;
+  server::bound_allocator_retention();  // memory of large requests goes back to the system
   const std::string model_path = o.model.empty() ? embedded_model_path() : o.model;
   LoadedModel m = load(model_path);
   const std::string tmpl_source =
@@ -104,10 +108,14 @@ int run_serve(const ServeOptions& o) {
   cfg.model_path = model_path;
   cfg.chat_template = tmpl_source;
   cfg.cors_origin = o.cors_origin;
+  cfg.reasoning_format = server::parse_reasoning_format(o.reasoning_format);
+  cfg.pooling = server::parse_pooling(o.pooling);
   cfg.n_ctx = o.ctx;
   cfg.limits = o.limits;
   cfg.limits.max_body_bytes = size_t(o.max_body_mb * 1024 * 1024);
   cfg.allow_local_files = o.allow_local_files;
+  cfg.max_image_pixels = o.max_image_pixels;
+  cfg.max_image_decodes = o.max_image_decodes;
   server::Server srv(cfg, *m.tokenizer, cache, slots, chat, vision_support);
   const int port = srv.bind();
   std::fprintf(stderr,
@@ -147,6 +155,11 @@ Command add_serve(CLI::App& root) {
   app->add_option("--api-key", o->api_key,
                   "require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (all routes but /health)");
   app->add_option("--alias", o->alias, "model name reported by /v1/models and in replies (default: the file's name)");
+  app->add_option("--reasoning-format", o->reasoning_format,
+                  "thinking blocks: none (left in content), deepseek or auto (moved to reasoning_content; default auto)")
+      ->check(CLI::IsMember({"none", "deepseek", "auto"}));
+  app->add_option("--pooling", o->pooling, "/v1/embeddings: mean or last (token) pooling of the final hidden state")
+      ->check(CLI::IsMember({"mean", "last"}));
   app->add_option("--cors-origin", o->cors_origin,
                   "send Access-Control-Allow-Origin: ORIGIN ('*': any) and answer OPTIONS preflights (default: off)");
   app->add_option("--mmproj", o->mmproj, "vision projector GGUF: accept image_url content parts");
@@ -167,6 +180,13 @@ Command add_serve(CLI::App& root) {
   app->add_option("--max-body-mb", o->max_body_mb,
                   "largest request body in MiB, chunked or not; larger is 413 (default 64)")
       ->check(CLI::Range(0.001, 4096.0));
+  app->add_option("--max-image-pixels", o->max_image_pixels,
+                  "decoded pixels (width x height) one request's images may have in all; more is 413 "
+                  "(default 16777216 = 4096 x 4096)")
+      ->check(CLI::Range(int64_t(1), int64_t(8192) * 8192));
+  app->add_option("--max-image-decodes", o->max_image_decodes,
+                  "images decoded at once in the whole server (each holds width x height x 3 bytes; default 2)")
+      ->check(CLI::Range(1, 256));
   // Whatever CLI11 did not take must be llama-server's -np N; anything else is an error.
   app->allow_extras();
   return {app, [o, app] {

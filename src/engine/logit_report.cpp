@@ -20,27 +20,46 @@ double short_float(float f) {
   return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
 }
 
-double log_sum_exp(const float* row, int32_t n) {
+}  // namespace
+
+double log_sum_exp(std::span<const float> row) {
   double mx = -INFINITY;
-  for (int32_t i = 0; i < n; ++i) mx = std::max(mx, double(row[i]));
+  for (float v : row) mx = std::max(mx, double(v));
   double s = 0;
-  for (int32_t i = 0; i < n; ++i) s += std::exp(double(row[i]) - mx);
+  for (float v : row) s += std::exp(double(v) - mx);
   return mx + std::log(s);
 }
 
-// Indices of the k largest entries, logit descending, ties to the lower id.
-std::vector<int32_t> top_k(const float* row, int32_t n, int32_t k) {
-  std::vector<int32_t> idx(static_cast<size_t>(n));
+double token_nll(std::span<const float> row, Token next) { return log_sum_exp(row) - double(row[size_t(next)]); }
+
+std::vector<int32_t> top_k_ids(std::span<const float> row, int32_t k) {
+  const int32_t n = int32_t(row.size());
+  std::vector<int32_t> idx(row.size());
   for (int32_t i = 0; i < n; ++i) idx[size_t(i)] = i;
   k = std::min(k, n);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-    return row[a] > row[b] || (row[a] == row[b] && a < b);
+    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
   });
   idx.resize(size_t(k));
   return idx;
 }
 
-}  // namespace
+double mean_nll(std::span<const float> rows, size_t n_vocab, std::span<const Token> next) {
+  double sum = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < next.size() && (i + 1) * n_vocab <= rows.size(); ++i) {
+    if (next[i] < 0) continue;
+    sum += token_nll(rows.subspan(i * n_vocab, n_vocab), next[i]);
+    ++count;
+  }
+  return count ? sum / double(count) : 0;
+}
+
+double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
+  return a.size() == b.size() ? m : INFINITY;
+}
 
 LogitProbe make_probe(const std::string& name, const std::vector<Token>& tokens, const std::vector<float>& logits,
                       int32_t n_vocab, int32_t n_ubatch) {
@@ -51,12 +70,12 @@ LogitProbe make_probe(const std::string& name, const std::vector<Token>& tokens,
   p.n_ubatch = n_ubatch;
   const int32_t n = int32_t(tokens.size());
   for (int32_t i = 0; i < n; ++i) {
-    const float* row = logits.data() + size_t(i) * n_vocab;
+    const std::span<const float> row(logits.data() + size_t(i) * n_vocab, size_t(n_vocab));
     std::vector<std::pair<Token, float>> best;
-    for (int32_t id : top_k(row, n_vocab, 8)) best.emplace_back(id, row[id]);
+    for (int32_t id : top_k_ids(row, 8)) best.emplace_back(id, row[size_t(id)]);
     p.argmax.push_back(best[0].first);
     p.top8.push_back(std::move(best));
-    if (i + 1 < n) p.nll.push_back(log_sum_exp(row, n_vocab) - double(row[tokens[size_t(i) + 1]]));
+    if (i + 1 < n) p.nll.push_back(token_nll(row, tokens[size_t(i) + 1]));
   }
   double s = 0;
   for (double v : p.nll) s += v;
@@ -194,6 +213,28 @@ std::vector<LogitProbe> read_golden(const std::string& json_path) {
     out.push_back(std::move(p));
   }
   return out;
+}
+
+ProbeComparison compare_probes(const LogitProbe& ours, const LogitProbe& gold, double gap_tolerance) {
+  ProbeComparison c;
+  double sum = 0;
+  const size_t n = std::min(ours.full_rows.size(), gold.full_rows.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(ours.full_rows[i]) - double(gold.full_rows[i]));
+    c.n_nonfinite += !std::isfinite(ours.full_rows[i]);
+    c.max_abs = std::max(c.max_abs, d);
+    sum += d;
+  }
+  c.mean_abs = n ? sum / double(n) : 0;
+  c.mean_nll_diff = std::fabs(ours.mean_nll - gold.mean_nll);
+  int agree = 0;
+  for (size_t i = 0; i < gold.argmax.size() && i < ours.argmax.size(); ++i) {
+    if (gold.top8[i].size() > 1 && gold.top8[i][0].second - gold.top8[i][1].second <= gap_tolerance) continue;
+    ++c.argmax_compared;
+    agree += ours.argmax[i] == gold.argmax[i];
+  }
+  c.argmax_agreement = c.argmax_compared ? double(agree) / c.argmax_compared : 1.0;
+  return c;
 }
 
 }  // namespace ws

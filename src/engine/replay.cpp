@@ -6,33 +6,9 @@
 #include <stdexcept>
 
 #include "engine/eval.h"
+#include "engine/logit_report.h"
 
 namespace ws {
-namespace {
-
-// Per-row NLL of the next token: rows [n][n_vocab]; next[i] is the token after row i (or -1).
-double mean_nll(const float* rows, size_t n, size_t n_vocab, const std::vector<Token>& next) {
-  double sum = 0;
-  size_t count = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (next[i] < 0) continue;
-    const float* r = rows + i * n_vocab;
-    double mx = -INFINITY, s = 0;
-    for (size_t v = 0; v < n_vocab; ++v) mx = std::max(mx, double(r[v]));
-    for (size_t v = 0; v < n_vocab; ++v) s += std::exp(double(r[v]) - mx);
-    sum += mx + std::log(s) - double(r[size_t(next[i])]);
-    ++count;
-  }
-  return count ? sum / double(count) : 0;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
-  return a.size() == b.size() ? m : INFINITY;
-}
-
-}  // namespace
 
 double current_rss_mb() {
   std::ifstream in("/proc/self/status");
@@ -182,7 +158,7 @@ void Replay::verify(const TurnRequest& req, const TurnResult& res, ReplayTurn& o
   const auto plain = run_cold(false);
   out.verified = true;
   out.max_abs_logit_diff = max_abs_diff(res.logits, same);
-  out.mean_nll_diff = std::fabs(mean_nll(res.logits.data(), rows, n_vocab, next) - mean_nll(same.data(), rows, n_vocab, next));
+  out.mean_nll_diff = std::fabs(mean_nll(res.logits, n_vocab, next) - mean_nll(same, n_vocab, next));
   out.max_abs_logit_diff_plain = max_abs_diff(res.logits, plain);
 }
 

@@ -28,6 +28,7 @@ uint64_t hash_values(std::initializer_list<uint64_t> values) {
 
 // Appends n rows of f32 `src` to `dst`, converted to the storage type.
 void append_rows(std::vector<uint8_t>& dst, const float* src, size_t count, KvType type) {
+  if (count == 0) return;  // src and dst may both be null then, which memcpy does not allow
   const size_t old = dst.size();
   dst.resize(old + count * elem_size(type));
   if (type == KvType::f32) {
@@ -89,7 +90,7 @@ uint64_t hash_bytes(const void* data, size_t n, uint64_t seed) {
 uint64_t LayerSnapshot::compute_checksum() const {
   uint64_t h = hash_bytes(bytes.data(), bytes.size(),
                           hash_values({uint64_t(kind), uint64_t(position), uint64_t(first_position), shape_tag}));
-  for (const auto& p : pages) h = hash_values({h, p->checksum});
+  for (const auto& p : pages) h = hash_values({h, p ? p->checksum : 0});  // a null page is refused by check()
   return h;
 }
 
@@ -246,8 +247,8 @@ void FullKvState::check(const LayerSnapshot& s) const {
   const int32_t tail_rows = s.position - int32_t(s.pages.size()) * page_size_;
   if (tail_rows < 0 || tail_rows >= page_size_ || s.bytes.size() != 2 * size_t(tail_rows) * row_size() * elem_bytes())
     refuse("KV layer sizes are inconsistent");
-  for (const auto& p : s.pages)
-    if (!p || p->k.size() + p->v.size() != page_bytes()) refuse("KV page has the wrong size");
+  for (const auto& p : s.pages)  // each half on its own: reads index k and v separately
+    if (!p || p->k.size() != page_bytes() / 2 || p->v.size() != page_bytes() / 2) refuse("KV page has the wrong size");
   if (s.compute_checksum() != s.checksum) refuse("KV layer checksum mismatch (corrupted)");
 }
 

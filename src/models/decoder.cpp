@@ -23,7 +23,7 @@ void Decoder::forward(const Batch& batch, SeqState& state, LogitsMode mode, floa
   for (int32_t il = 0; il < cfg_.n_layer; ++il) layer_forward(size_t(il), x.data(), p);
   state.advance(int32_t(n));
   ops::output_logits(emb_, x.data(), n, mode, cfg_.rms_eps, logits, pool);
-  if (mode != LogitsMode::none) finish_logits(logits, mode == LogitsMode::all ? n : 1);
+  if (mode == LogitsMode::all || mode == LogitsMode::last) finish_logits(logits, mode == LogitsMode::all ? n : 1);
 }
 
 std::unique_ptr<LayerState> full_kv_memory(int32_t n_kv, int32_t head_dim, const MemoryOptions& opts) {

@@ -42,8 +42,9 @@ struct ModelConfig {
   bool mrope = false;
 };
 
-// Which rows of the batch need logits.
-enum class LogitsMode { all, last, none };
+// Which rows of the batch need logits. `hidden`: instead of logits, every row's final
+// hidden state after the output norm, before the LM head ([n][n_embd]; /v1/embeddings).
+enum class LogitsMode { all, last, none, hidden };
 
 // One micro-batch of input: token ids, or rows of input embeddings (an image's) that
 // replace the token lookup. Positions are state.position() .. +size()-1 either way (the

@@ -316,6 +316,27 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
   });
 }
 
+void delta_rule_token(float* S, const float* k, const float* q, const float* v, float decay, float beta, float scale,
+                      int64_t dk, int64_t dv, float* out) {
+  // Column by column, both passes over the column (S^T k sees the decayed S; S^T q the
+  // updated one); the SIMD path does 8 columns at a time in the same order.
+  const int64_t j0 = detected_isa() == Isa::avx2 ? detail::delta_rule_token_avx2(S, k, q, v, decay, beta, scale, dk, dv, out) : 0;
+  for (int64_t j = j0; j < dv; ++j) {
+    float acc = 0.f;
+    for (int64_t i = 0; i < dk; ++i) {
+      S[i * dv + j] *= decay;
+      acc += S[i * dv + j] * k[i];
+    }
+    const float delta = (v[j] - acc) * beta;
+    float o = 0.f;
+    for (int64_t i = 0; i < dk; ++i) {
+      S[i * dv + j] += k[i] * delta;
+      o += S[i * dv + j] * q[i];
+    }
+    out[j] = o * scale;
+  }
+}
+
 void causal_conv(const float* w, const float* bias, int64_t K, float* tail, const float* in, int64_t in_stride,
                  int64_t n, int64_t ch, float* out, ThreadPool& pool) {
   // Channel by channel (8 at a time on AVX2, the same operations): a channel's inputs are
@@ -398,6 +419,7 @@ void gelu_gate(const float* g, float* x, int64_t n) {
 void output_logits(const Embeddings& e, const float* x, int64_t n, LogitsMode mode, float eps, float* logits,
                    ThreadPool& pool) {
   if (mode == LogitsMode::none || n == 0) return;
+  if (mode == LogitsMode::hidden) return rms_norm(x, e.output_norm, logits, n, e.output.cols, eps);
   const int64_t d = e.output.cols, first = mode == LogitsMode::all ? 0 : n - 1, rows = n - first;
   std::vector<float> xn(size_t(rows * d));  // [rows][n_embd] normed final hidden states
   rms_norm(x + first * d, e.output_norm, xn.data(), rows, d, eps);

@@ -92,6 +92,13 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
 void causal_conv(const float* w, const float* bias, int64_t K, float* tail, const float* in, int64_t in_stride,
                  int64_t n, int64_t ch, float* out, ThreadPool& pool);
 
+// One token of the gated delta rule on one head (Qwen3.5's linear attention), in place:
+//   S <- S * decay;  delta = beta * (v - S^T k);  S <- S + k delta^T;  out = scale * S^T q.
+// S: [dk][dv] f32; k, q: [dk]; v, out: [dv]. Each element's operations in a fixed order
+// (i ascending), so the SIMD path gives the same bits.
+void delta_rule_token(float* S, const float* k, const float* q, const float* v, float decay, float beta, float scale,
+                      int64_t dk, int64_t dv, float* out);
+
 // The token embedding in, logits out: the same in every architecture.
 struct Embeddings {
   Matrix tok_embd;                     // [n_vocab, n_embd]

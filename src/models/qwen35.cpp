@@ -171,24 +171,12 @@ class Qwen35Model final : public Decoder {
     const int64_t dk = gdn_.dk, dv = gdn_.dv, ch = gdn_.conv_ch(), hv = gdn_.n_v_heads;
     const int64_t hk = h % gdn_.n_k_heads;  // v-heads tile the q/k heads
     const float scale = 1.0f / std::sqrt(float(dk));
-    std::vector<float> delta(static_cast<size_t>(dv));  // [dv] f32
     for (int64_t t = 0; t < n; ++t) {
       const float* q = qkv + t * ch + hk * dk;
       const float* k = qkv + t * ch + gdn_.qk_dim() + hk * dk;
       const float* v = qkv + t * ch + 2 * gdn_.qk_dim() + h * dv;
       const float decay = std::exp(g[t * hv + h]), b = beta[t * hv + h];
-      for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
-      for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] = 0.f;
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] += S[i * dv + j] * k[i];
-      for (int64_t j = 0; j < dv; ++j) delta[size_t(j)] = (v[j] - delta[size_t(j)]) * b;
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += k[i] * delta[size_t(j)];
-      float* out = o + (t * hv + h) * dv;
-      for (int64_t j = 0; j < dv; ++j) out[j] = 0.f;
-      for (int64_t i = 0; i < dk; ++i)
-        for (int64_t j = 0; j < dv; ++j) out[j] += S[i * dv + j] * q[i];
-      for (int64_t j = 0; j < dv; ++j) out[j] *= scale;
+      ops::delta_rule_token(S, k, q, v, decay, b, scale, dk, dv, o + (t * hv + h) * dv);
     }
   }
 

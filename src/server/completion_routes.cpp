@@ -11,29 +11,44 @@
 namespace ws::server {
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), cfg_.allow_local_files);
-  const RenderedText text = chat_.render(cr.messages, cr.tools);
-  // Images are decoded and laid out here (bad ones are 400 before waiting for a slot);
+  const Json body = parse_body(req.body);
+  ChatRequest cr = parse_chat_request(body, cfg_.allow_local_files);
+  const ChatOptions opts = parse_chat_options(body, cr.tools, cfg_.reasoning_format);
+  const RenderedText text = chat_.render(cr.messages, cr.tools, opts.template_kwargs);
+  ResponseMeta meta = make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model);
+  // Tools and reasoning: how the reply is split up, and (tool_choice required / named)
+  // the grammar that makes it a call.
+  meta.reply = reply_syntax(chat_.dialect(), opts, cr.tools, text.text);
+  // A response_format / grammar decides the whole reply: none of it is thinking.
+  if (cr.gen.grammar) meta.reply.reasoning = {}, meta.reply.starts_in_reasoning = false;
+  if (auto forced = forced_call_grammar(meta.reply, opts, cr.tools, cr.gen.grammar != nullptr)) cr.gen.grammar = forced;
+  prompt_guard_.check(text.text, cfg_.n_ctx, "messages");  // far too long: refused before tokenizing
+  // Images are decoded only once the request holds a slot (the waiting line holds bytes,
+  // never pixels), under the per-request pixel budget and the bound on concurrent decodes;
   // they are encoded only if the turn must compute their positions.
+  std::optional<SlotPool::Lease> lease;
+  if (!cr.images.empty()) lease.emplace(slots_.acquire());
   TurnRequest turn = cr.images.empty()
                          ? make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, "messages")
-                         : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx);
-  respond(req, res, make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
+                         : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx,
+                                                   request_image_decoder(decode_gate_, cfg_.max_image_pixels));
+  respond(req, res, std::move(meta), std::move(turn), cr.gen, std::move(lease));
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const CompletionRequest cr = parse_completion_request(parse_body(req.body));
+  prompt_guard_.check(cr.prompt, cfg_.n_ctx, "prompt");  // far too long: refused before tokenizing
   TurnRequest turn = make_turn_request(tok_, RenderedText{cr.prompt, {}}, cr.gen, cfg_.n_ctx, "prompt");
   respond(req, res, make_meta(ApiKind::text, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,
-                     const GenerationOptions& gen) {
+                     const GenerationOptions& gen, std::optional<SlotPool::Lease> lease) {
   // response_format / grammar: the sampler keeps every reply inside the grammar.
   if (gen.grammar) turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(gen.grammar, grammar_vocab_.get());
   // Waits in line for a slot (503 at once when the line is full) before any byte is sent,
   // so a refused request still gets a proper status.
-  std::optional<SlotPool::Lease> lease(slots_.acquire());
+  if (!lease) lease.emplace(slots_.acquire());
   meta.logprobs = gen.logprobs >= 0;
   if (gen.stream) {
     meta.include_usage = gen.include_usage;
@@ -44,7 +59,9 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, Respon
   const ChoiceSink connected = [this, &req](int32_t, const std::string&, std::span<const TokenInfo>) {
     return http_->client_connected(req);
   };
-  const std::vector<Completion> cs = run_completions(lease->engine(), tok_, turn, gen.stop, gen.logprobs, connected);
+  // Markers of calls and thinking blocks may be special tokens: the parser needs their text.
+  const std::vector<Completion> cs =
+      run_completions(lease->engine(), tok_, turn, gen.stop, gen.logprobs, connected, meta.reply.active());
   lease.reset();  // the slot is free before the (possibly slow) network write
   metrics_.record_turn(cs[0].turn, cs[0].client_gone);
   res.set_content(dump_json(completion_json(meta, cs)), "application/json");
@@ -88,14 +105,29 @@ void Server::stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMet
       }
     }
     std::vector<size_t> offsets(size_t(n), 0);  // text_offset of each choice's next token
+    // Tools / reasoning: each choice's text becomes reasoning_content, content and
+    // tool_calls deltas; logprobs ride on the next delta that goes out.
+    const bool parsed = m.kind == ApiKind::chat && m.reply.active();
+    std::vector<ReplyStreamer> replies(static_cast<size_t>(n), ReplyStreamer(m.reply));
+    std::vector<std::vector<TokenInfo>> held(static_cast<size_t>(n));
+    auto send_deltas = [&](int32_t i, const std::vector<Json>& deltas, std::span<const TokenInfo> tokens) {
+      auto& h = held[size_t(i)];
+      h.insert(h.end(), tokens.begin(), tokens.end());
+      for (const Json& d : deltas) {
+        if (!send(dump_json(delta_chunk(m, d, i, h)))) return false;
+        h.clear();
+      }
+      return true;
+    };
     std::vector<Completion> cs;
     try {
       cs = run_completions(job->lease->engine(), tok_, job->turn, job->stop, job->top_logprobs,
                            [&](int32_t i, const std::string& text, std::span<const TokenInfo> tokens) {
+                             if (parsed) return send_deltas(i, replies[size_t(i)].push(text), tokens);
                              const size_t at = offsets[size_t(i)];
                              offsets[size_t(i)] += text.size();
                              return send(dump_json(text_chunk(m, text, i, tokens, at)));
-                           });
+                           }, parsed);
     } catch (const std::exception& e) {
       job->lease.reset();
       send(dump_json(ApiError(500, std::string("generation failed: ") + e.what(), "server_error").to_json()));
@@ -105,8 +137,11 @@ void Server::stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMet
     const Completion& c = cs[0];
     metrics_.record_turn(c.turn, c.client_gone);
     if (c.client_gone) return false;  // nothing more can be delivered; httplib drops the connection
-    for (const Completion& ci : cs)
-      if (!send(dump_json(finish_chunk(m, ci)))) return false;
+    for (const Completion& ci : cs) {
+      ReplyStreamer& r = replies[size_t(ci.index)];
+      if (parsed && !send_deltas(ci.index, r.finish(), {})) return false;
+      if (!send(dump_json(finish_chunk(m, ci, parsed && r.called())))) return false;
+    }
     if (m.include_usage && !send(dump_json(usage_chunk(m, c)))) return false;
     if (!send("[DONE]")) return false;
     sink.done();

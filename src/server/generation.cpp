@@ -59,7 +59,7 @@ TokenInfo token_info(const Tokenizer& tok, std::span<const float> logits, Token 
 
 std::vector<Completion> run_completions(Engine& engine, const Tokenizer& tok, const TurnRequest& request,
                                         const std::vector<std::string>& stop, int32_t top_logprobs,
-                                        const ChoiceSink& on_text) {
+                                        const ChoiceSink& on_text, bool special_text) {
   const size_t n = size_t(std::max(1, request.n_samples));
   struct Reply {
     StreamDecoder decoder;
@@ -69,7 +69,7 @@ std::vector<Completion> run_completions(Engine& engine, const Tokenizer& tok, co
   };
   std::vector<Reply> replies;
   replies.reserve(n);
-  for (size_t i = 0; i < n; ++i) replies.push_back(Reply{StreamDecoder(tok), StopMatcher(stop), false, {}});
+  for (size_t i = 0; i < n; ++i) replies.push_back(Reply{StreamDecoder(tok, special_text), StopMatcher(stop), false, {}});
   std::vector<Completion> out(n);
   bool gone = false;
   // Text goes out with the tokens that completed it; tokens of a withheld stop string never do.

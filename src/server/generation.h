@@ -45,9 +45,10 @@ Completion run_completion(Engine& engine, const Tokenizer& tok, const TurnReques
                           const std::vector<std::string>& stop, const TextSink& on_text);
 
 // request.n_samples replies from one prompt computation. `top_logprobs` < 0: no logprobs;
-// otherwise each token's logprob and that many alternatives.
+// otherwise each token's logprob and that many alternatives. `special_text`: control
+// tokens are decoded as their text (tool-call and thinking markers, for the reply parser).
 std::vector<Completion> run_completions(Engine& engine, const Tokenizer& tok, const TurnRequest& request,
                                         const std::vector<std::string>& stop, int32_t top_logprobs,
-                                        const ChoiceSink& on_text);
+                                        const ChoiceSink& on_text, bool special_text = false);
 
 }  // namespace ws::server

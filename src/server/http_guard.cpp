@@ -1,5 +1,6 @@
 #include "server/http_guard.h"
 
+#include <malloc.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "server/openai_response.h"
 
 namespace ws::server {
 namespace {
@@ -24,6 +24,7 @@ constexpr size_t kMaxHeadBytes = size_t(64) << 10;  // request line and headers 
 constexpr size_t kRefusalThreads = 8;  // threads beyond the connection cap, to answer refusals
 constexpr int kPollSliceMs = 200;      // how soon a waiting connection notices stop()
 constexpr int kLingerMs = 1000;        // reading what a refused client still sends, at most
+constexpr size_t kTrimAfterBodyBytes = size_t(4) << 20;  // bodies this large give their memory back (malloc_trim)
 
 const char* reason_phrase(int status) {
   switch (status) {
@@ -41,7 +42,9 @@ const char* reason_phrase(int status) {
 // A whole response for when the guard answers by itself: before httplib has a request
 // object (a head that never completes) or before it runs at all (a refused connection).
 std::string raw_response(const ApiError& e) {
-  const std::string body = dump_json(e.to_json());
+  // As dump_json does (invalid UTF-8 replaced); not called from here so that the connection
+  // layer links without the response formatting (its sanitizer tests build it alone).
+  const std::string body = e.to_json().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   return "HTTP/1.1 " + std::to_string(e.status()) + " " + reason_phrase(e.status()) +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\n\r\n" + body;
@@ -160,6 +163,7 @@ class GuardedStream : public httplib::Stream {
   // A handler answered without reading the body (a 401 does): its bytes would be read as
   // the next request, so the connection must end.
   bool body_left_unread() const { return in_body_ && body_expected_ && request_bytes_ == 0; }
+  size_t body_bytes_read() const { return in_body_ ? request_bytes_ : 0; }
   void end_request() {
     if (req_) refusals_.erase(req_);
     req_ = nullptr;
@@ -424,7 +428,11 @@ void GuardedHttpServer::serve_connection(socket_t sock) {
       sockets_.erase(current);
     }
     const bool unread = strm.body_left_unread();
+    const size_t body_bytes = strm.body_bytes_read();
     strm.end_request();
+    // A large body leaves its buffers (and the strings parsed from it) as free heap that
+    // glibc keeps; hand it back to the system now, as the request is over.
+    if (body_bytes >= kTrimAfterBodyBytes) malloc_trim(0);
     if (!ok || closed || strm.tripped() || unread) {
       if (unread) linger = true;
       break;

@@ -105,6 +105,8 @@ void Server::install_routes() {
   http_->Post("/detokenize", guard(&Server::handle_detokenize));
   http_->Post("/apply-template", guard(&Server::handle_apply_template));
   http_->Get("/props", guard(&Server::handle_props));
+  http_->Post("/v1/embeddings", guard(&Server::handle_embeddings));
+  http_->Post("/embeddings", guard(&Server::handle_embeddings));
   http_->set_error_handler([this](const Request& req, Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
     // Reading the body failed because the guard stopped it (too large, stalled): httplib

@@ -4,15 +4,18 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "cache/prefix_cache.h"
 #include "server/chat_format.h"
 #include "server/connection_limits.h"
+#include "server/embeddings.h"
 #include "server/media_turn.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/request_limits.h"
 #include "server/slot_pool.h"
 #include "server/structured_output.h"
 
@@ -41,6 +44,13 @@ struct ServerConfig {
   // --cors-origin: sent as Access-Control-Allow-Origin on every response, OPTIONS preflights
   // answered with 204; empty: no CORS headers (browsers on other origins are refused).
   std::string cors_origin;
+  ReasoningFormat reasoning_format = ReasoningFormat::auto_;  // --reasoning-format
+  Pooling pooling = Pooling::mean;                             // --pooling (/v1/embeddings)
+  // Decoded pixels one request's images may have in all (--max-image-pixels; more is 413),
+  // and image decodes running at once in the server (--max-image-decodes): decode memory
+  // stays under max_image_decodes x max_image_pixels x 3 bytes.
+  int64_t max_image_pixels = int64_t(4096) * 4096;
+  int max_image_decodes = 2;
 };
 
 class Server {
@@ -68,9 +78,11 @@ class Server {
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   void handle_props(const httplib::Request& req, httplib::Response& res);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // embeddings.cpp
   // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
+  // `lease`: the slot a request with images took before decoding them; empty: taken here.
   void respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,
-               const GenerationOptions& gen);
+               const GenerationOptions& gen, std::optional<SlotPool::Lease> lease = std::nullopt);
   void stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta, TurnRequest turn,
               std::vector<std::string> stop, int32_t top_logprobs);
   static void send_error(httplib::Response& res, const ApiError& e);
@@ -82,6 +94,8 @@ class Server {
   const ChatFormatter& chat_;
   VisionSupport vision_;
   std::mutex encode_mu_;  // one image encode at a time on vision_.pool
+  PromptLengthGuard prompt_guard_{tok_};
+  ImageDecodeGate decode_gate_{cfg_.max_image_decodes};
   Metrics metrics_;
   GrammarVocabCache grammar_vocab_{tok_};  // for response_format / grammar requests
   std::unique_ptr<GuardedHttpServer> http_;

@@ -85,13 +85,16 @@ std::vector<int32_t> media_message_ends(const Tokenizer& tok, const vision::Visi
 
 TurnRequest make_media_turn_request(const Tokenizer& tok, const VisionSupport& vision, std::mutex& encode_mu,
                                     const RenderedText& prompt, std::span<const std::vector<uint8_t>> images,
-                                    const GenerationOptions& gen, int32_t n_ctx) {
+                                    const GenerationOptions& gen, int32_t n_ctx, const vision::ImageDecoder& decode) {
   if (!vision.context)
     throw bad_request("this server has no vision projector: start it with --mmproj FILE to send images", "messages",
                       "images_not_supported");
   vision::MediaPrompt mp;
   try {
-    mp = vision::build_media_prompt(tok, vision.lm_n_embd, prompt.text, images, *vision.context, *vision.pool);
+    mp = vision::build_media_prompt(tok, vision.lm_n_embd, prompt.text, images, *vision.context, *vision.pool, decode);
+  } catch (const vision::ImageTooLargeError& e) {
+    throw ApiError(413, std::string("image too large: ") + e.what() + "; send smaller images or start the server with a "
+                   "larger --max-image-pixels", "invalid_request_error", "messages", "image_too_large");
   } catch (const vision::ImageError& e) {
     throw bad_request(std::string("invalid image: ") + e.what(), "messages", "invalid_image");
   } catch (const std::invalid_argument& e) {

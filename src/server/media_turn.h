@@ -24,10 +24,12 @@ struct VisionSupport {
 };
 
 // Builds the media prompt and checks it against the context. Bad images, a marker/image
-// count mismatch and a prompt longer than the context are ApiError 400.
+// count mismatch and a prompt longer than the context are ApiError 400; images over the
+// pixel budget `decode` applies are 413. `decode`: empty = vision::decode_image.
 TurnRequest make_media_turn_request(const Tokenizer& tok, const VisionSupport& vision, std::mutex& encode_mu,
                                     const RenderedText& prompt, std::span<const std::vector<uint8_t>> images,
-                                    const GenerationOptions& gen, int32_t n_ctx);
+                                    const GenerationOptions& gen, int32_t n_ctx,
+                                    const vision::ImageDecoder& decode = {});
 
 // Token positions in `mp` of the byte offsets `byte_ends` of `text` (message ends for
 // checkpoints). Empty when the layout cannot be matched (no message checkpoints then,

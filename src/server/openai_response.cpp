@@ -4,6 +4,8 @@
 #include <ctime>
 #include <random>
 
+#include "server/chat_reply.h"
+
 namespace ws::server {
 
 using json = nlohmann::ordered_json;
@@ -125,9 +127,13 @@ json completion_json(const ResponseMeta& m, std::span<const Completion> completi
     json logprobs = nullptr;
     if (m.logprobs) logprobs = m.kind == ApiKind::chat ? chat_logprobs_json(c.logprobs) : text_logprobs_json(c.logprobs, 0);
     json choice = {{"index", c.index}, {"logprobs", std::move(logprobs)}, {"finish_reason", c.finish_reason}};
-    if (m.kind == ApiKind::chat)
+    if (m.kind == ApiKind::chat && m.reply.active()) {
+      const ParsedReply parsed = parse_reply(m.reply, c.text, false);
+      if (!parsed.calls.empty()) choice["finish_reason"] = "tool_calls";
+      choice["message"] = chat_message_json(parsed);
+    } else if (m.kind == ApiKind::chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else
+    } else
       choice["text"] = c.text;
     choices.push_back(std::move(choice));
   }
@@ -152,8 +158,14 @@ json text_chunk(const ResponseMeta& m, const std::string& text, int32_t index, s
   return chunk_base(m, json::array({stream_choice(m, {{"content", text}}, text, nullptr, index, std::move(logprobs))}));
 }
 
-json finish_chunk(const ResponseMeta& m, const Completion& c) {
-  json j = chunk_base(m, json::array({stream_choice(m, json::object(), "", c.finish_reason, c.index)}));
+json delta_chunk(const ResponseMeta& m, json delta, int32_t index, std::span<const TokenInfo> tokens) {
+  json logprobs = m.logprobs ? chat_logprobs_json(tokens) : json(nullptr);
+  return chunk_base(m, json::array({stream_choice(m, std::move(delta), "", nullptr, index, std::move(logprobs))}));
+}
+
+json finish_chunk(const ResponseMeta& m, const Completion& c, bool called) {
+  const std::string why = called ? "tool_calls" : c.finish_reason;
+  json j = chunk_base(m, json::array({stream_choice(m, json::object(), "", why, c.index)}));
   j["timings"] = timings_json(c.turn);  // llama.cpp's server reports timings on the last chunk
   return j;
 }

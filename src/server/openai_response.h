@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/generation.h"
+#include "server/tool_calls.h"
 
 namespace ws::server {
 
@@ -21,6 +22,9 @@ struct ResponseMeta {
   std::string model;
   bool include_usage = false;  // streaming: usage: null on each chunk, then a usage chunk
   bool logprobs = false;       // choices carry logprobs objects (else "logprobs": null)
+  // Chat: how replies are split into reasoning_content, content and tool_calls (inactive:
+  // the text is the content as generated).
+  ReplySyntax reply;
 };
 ResponseMeta make_meta(ApiKind kind, const std::string& model);
 
@@ -42,7 +46,11 @@ nlohmann::ordered_json text_logprobs_json(std::span<const TokenInfo> tokens, siz
 nlohmann::ordered_json role_chunk(const ResponseMeta& meta, int32_t index = 0);
 nlohmann::ordered_json text_chunk(const ResponseMeta& meta, const std::string& text, int32_t index = 0,
                                   std::span<const TokenInfo> tokens = {}, size_t offset = 0);
-nlohmann::ordered_json finish_chunk(const ResponseMeta& meta, const Completion& c);
+// A chat chunk whose delta is `delta` (reasoning_content, content or tool_calls).
+nlohmann::ordered_json delta_chunk(const ResponseMeta& meta, nlohmann::ordered_json delta, int32_t index,
+                                   std::span<const TokenInfo> tokens = {});
+// `called`: the choice made tool calls (finish_reason "tool_calls", as OpenAI and llama-server).
+nlohmann::ordered_json finish_chunk(const ResponseMeta& meta, const Completion& c, bool called = false);
 nlohmann::ordered_json usage_chunk(const ResponseMeta& meta, const Completion& c);
 
 // JSON text that never throws on invalid UTF-8 from a model (bad bytes become U+FFFD).

@@ -86,8 +86,11 @@ void Server::handle_detokenize(const httplib::Request& req, httplib::Response& r
 
 void Server::handle_apply_template(const httplib::Request& req, httplib::Response& res) {
   // The body of a chat completion; only messages and tools matter here.
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), cfg_.allow_local_files);
-  res.set_content(dump_json({{"prompt", chat_.render(cr.messages, cr.tools).text}}), "application/json");
+  const json body = parse_body(req.body);
+  const ChatRequest cr = parse_chat_request(body, cfg_.allow_local_files);
+  const ChatOptions opts = parse_chat_options(body, cr.tools, cfg_.reasoning_format);
+  res.set_content(dump_json({{"prompt", chat_.render(cr.messages, cr.tools, opts.template_kwargs).text}}),
+                  "application/json");
 }
 
 void Server::handle_props(const httplib::Request&, httplib::Response& res) {

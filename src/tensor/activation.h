@@ -22,6 +22,12 @@ void gelu_table_gate_avx2(const float* table /* [65536] */, const float* g, floa
 int64_t causal_conv_avx2(const float* w, const float* bias, int64_t K, float* tail, const float* in,
                          int64_t in_stride, int64_t n, int64_t ch, int64_t c0, int64_t c1, float* out);
 
+// ops::delta_rule_token for columns [0, dv rounded down to 8) of S, 8 columns at a time,
+// a strip of columns through both passes while it is in L1; the scalar operations lane by
+// lane (multiplies and adds unfused): the same bits. Returns where it stopped.
+int64_t delta_rule_token_avx2(float* S, const float* k, const float* q, const float* v, float decay, float beta,
+                              float scale, int64_t dk, int64_t dv, float* out);
+
 // ops::sum_squares with two 4-lane double accumulators: the same partial sums, same bits.
 double sum_squares_avx2(const float* x, int64_t n);
 // The fixed tree that joins sum_squares' eight partial sums (part[k]: i % 8 == k).

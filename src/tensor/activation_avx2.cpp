@@ -131,4 +131,49 @@ void silu_avx2(float* x, int64_t n) {
   map8(x, x, n, [](__m256 g, __m256) { return swiglu8(g, _mm256_set1_ps(1.0f)); });  // * 1 is exact
 }
 
+namespace {
+
+// Columns [j, j + 8 * B) of delta_rule_token_avx2.
+template <int B>
+void delta_rule_strip(float* S, const float* k, const float* q, const float* v, float decay, float beta, float scale,
+                      int64_t dk, int64_t dv, int64_t j, float* out) {
+  const __m256 dec = _mm256_set1_ps(decay);
+  __m256 acc[B];  // [B][8] S^T k, then delta
+  for (int b = 0; b < B; ++b) acc[b] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < dk; ++i) {
+    const __m256 ki = _mm256_set1_ps(k[i]);
+    float* row = S + i * dv + j;
+    for (int b = 0; b < B; ++b) {
+      const __m256 s = mul_unfused(_mm256_loadu_ps(row + 8 * b), dec);
+      _mm256_storeu_ps(row + 8 * b, s);
+      acc[b] = _mm256_add_ps(acc[b], mul_unfused(s, ki));
+    }
+  }
+  __m256 o[B];  // [B][8] S^T q
+  for (int b = 0; b < B; ++b) {
+    acc[b] = mul_unfused(_mm256_sub_ps(_mm256_loadu_ps(v + j + 8 * b), acc[b]), _mm256_set1_ps(beta));
+    o[b] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < dk; ++i) {
+    const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+    float* row = S + i * dv + j;
+    for (int b = 0; b < B; ++b) {
+      const __m256 s = _mm256_add_ps(_mm256_loadu_ps(row + 8 * b), mul_unfused(ki, acc[b]));
+      _mm256_storeu_ps(row + 8 * b, s);
+      o[b] = _mm256_add_ps(o[b], mul_unfused(s, qi));
+    }
+  }
+  for (int b = 0; b < B; ++b) _mm256_storeu_ps(out + j + 8 * b, _mm256_mul_ps(o[b], _mm256_set1_ps(scale)));
+}
+
+}  // namespace
+
+int64_t delta_rule_token_avx2(float* S, const float* k, const float* q, const float* v, float decay, float beta,
+                              float scale, int64_t dk, int64_t dv, float* out) {
+  int64_t j = 0;
+  for (; j + 32 <= dv; j += 32) delta_rule_strip<4>(S, k, q, v, decay, beta, scale, dk, dv, j, out);
+  for (; j + 8 <= dv; j += 8) delta_rule_strip<1>(S, k, q, v, decay, beta, scale, dk, dv, j, out);
+  return j;
+}
+
 }  // namespace ws::detail

@@ -357,7 +357,8 @@ class RegexSplitter::Regex {
     std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(pcre2_match_data_create_from_pattern(code_, nullptr));
     if (!md) throw std::bad_alloc();
     out.clear();
-    for (auto [off, len] : frags) {
+    for (const auto& frag : frags) {
+      const size_t off = frag.first, len = frag.second;  // not a structured binding: lambdas capture it (clang 14)
       const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + off);
       auto match = [&](size_t at, uint32_t opts, size_t& s, size_t& e) {
         const int rc = pcre2_match(code_, subject, len, at, opts | PCRE2_NO_UTF_CHECK, md.get(), nullptr);

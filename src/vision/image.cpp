@@ -22,6 +22,14 @@ void check_size(int64_t w, int64_t h, const char* what) {
                      " pixels (at most " + std::to_string(kMaxImagePixels) + ")");
 }
 
+// Refuses a header that declares more pixels than allowed, before any pixel memory is taken.
+void check_budget(int64_t w, int64_t h, int64_t max_pixels, const char* format) {
+  if (w > 0 && h > 0 && w * h > std::min(max_pixels, kMaxImagePixels))
+    throw ImageTooLargeError(std::string(format) + " image is " + std::to_string(w) + " x " + std::to_string(h) + " = " +
+                             std::to_string(w * h) + " pixels, more than the " +
+                             std::to_string(std::min(max_pixels, kMaxImagePixels)) + " allowed");
+}
+
 // ---- PNG (libpng; errors come back through setjmp, so this frame holds the buffers) ----
 
 struct PngSource {
@@ -44,7 +52,7 @@ void png_on_error(png_structp png, png_const_charp msg) {
 }
 void png_on_warning(png_structp, png_const_charp) {}
 
-RgbImage decode_png(std::span<const uint8_t> bytes) {
+RgbImage decode_png(std::span<const uint8_t> bytes, int64_t max_pixels) {
   PngSource src{bytes.data(), bytes.size(), 0, "corrupt PNG"};
   RgbImage img;                       // created before setjmp: a longjmp back here skips no destructor
   std::vector<png_bytep> rows;
@@ -59,6 +67,12 @@ RgbImage decode_png(std::span<const uint8_t> bytes) {
   png_set_user_limits(png, 1u << 20, 1u << 20);
   png_read_info(png, info);
   const int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  try {
+    check_budget(w, h, max_pixels, "PNG");  // thrown here, outside libpng's callbacks
+  } catch (const ImageTooLargeError&) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw;
+  }
   if (w <= 0 || h <= 0 || w * h > kMaxImagePixels) png_error(png, "image too large (or empty)");
   // Whatever the stored format: 8-bit RGB, no alpha.
   png_set_expand(png);
@@ -94,7 +108,7 @@ void jpeg_on_error(j_common_ptr cinfo) {
 }
 void jpeg_on_message(j_common_ptr, int) {}  // warnings (e.g. premature end) are not fatal
 
-RgbImage decode_jpeg(std::span<const uint8_t> bytes) {
+RgbImage decode_jpeg(std::span<const uint8_t> bytes, int64_t max_pixels) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   RgbImage img;
@@ -113,6 +127,12 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes) {
     ERREXIT1(&cinfo, JERR_CONVERSION_NOTIMPL, 0);  // CMYK is not supported
   cinfo.out_color_space = JCS_RGB;
   const int64_t w = cinfo.image_width, h = cinfo.image_height;
+  try {
+    check_budget(w, h, max_pixels, "JPEG");  // thrown here, outside libjpeg's callbacks
+  } catch (const ImageTooLargeError&) {
+    jpeg_destroy_decompress(&cinfo);
+    throw;
+  }
   if (w <= 0 || h <= 0 || w * h > kMaxImagePixels) ERREXIT(&cinfo, JERR_IMAGE_TOO_BIG);
   jpeg_start_decompress(&cinfo);
   img.width = int32_t(cinfo.output_width);
@@ -187,10 +207,11 @@ RgbImage resize_bicubic(const RgbImage& src, int32_t w, int32_t h) {
 
 }  // namespace
 
-RgbImage decode_image(std::span<const uint8_t> bytes) {
+RgbImage decode_image(std::span<const uint8_t> bytes, int64_t max_pixels) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
-  if (bytes.size() >= 8 && std::equal(kPng, kPng + 8, bytes.begin())) return decode_png(bytes);
-  if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) return decode_jpeg(bytes);
+  if (bytes.size() >= 8 && std::equal(kPng, kPng + 8, bytes.begin())) return decode_png(bytes, max_pixels);
+  if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF)
+    return decode_jpeg(bytes, max_pixels);
   if (bytes.empty()) throw ImageError("the image is empty (0 bytes)");
   throw ImageError("unsupported image format (PNG and JPEG are supported)");
 }

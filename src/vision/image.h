@@ -24,13 +24,21 @@ struct RgbImage {
   }
 };
 
+// An image whose header declares more pixels than the decoder may allocate. Thrown after
+// reading the header only, before any pixel memory is taken (the server answers 413).
+class ImageTooLargeError : public ImageError {
+ public:
+  using ImageError::ImageError;
+};
+
 // Largest image accepted by the decoders (width * height): a guard against decompression bombs.
 inline constexpr int64_t kMaxImagePixels = int64_t(8192) * 8192;
 
 // Decodes PNG or JPEG bytes (detected by signature) to 8-bit RGB: alpha dropped, gray
 // expanded, 16-bit samples cut to their high byte (what stb_image gives llama.cpp).
-// Throws ImageError with a clear message for anything else.
-RgbImage decode_image(std::span<const uint8_t> bytes);
+// Throws ImageTooLargeError when width * height exceeds max_pixels (checked from the header,
+// so a decompression bomb costs no memory), ImageError with a clear message for anything else.
+RgbImage decode_image(std::span<const uint8_t> bytes, int64_t max_pixels = kMaxImagePixels);
 RgbImage decode_image_file(const std::string& path);  // reads, then decode_image
 // Writes 8-bit RGB PNG (tests and tools).
 void write_png(const std::string& path, const RgbImage& img);

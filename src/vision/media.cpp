@@ -85,7 +85,8 @@ uint64_t VisionContext::encode_calls() const {
 }
 
 MediaPrompt build_media_prompt(const Tokenizer& tok, int32_t lm_n_embd, const std::string& text,
-                               std::span<const std::vector<uint8_t>> images, VisionContext& vis, ThreadPool& pool) {
+                               std::span<const std::vector<uint8_t>> images, VisionContext& vis, ThreadPool& pool,
+                               const ImageDecoder& decode) {
   const VisionHParams& hp = vis.model().hparams();
   if (hp.projection_dim != lm_n_embd)
     throw std::invalid_argument("the vision projector outputs " + std::to_string(hp.projection_dim) +
@@ -113,7 +114,7 @@ MediaPrompt build_media_prompt(const Tokenizer& tok, int32_t lm_n_embd, const st
   add_text(pieces[0], true);
   for (size_t i = 0; i < images.size(); ++i) {
     const uint64_t hash = hash_bytes(images[i]);
-    auto prepared = std::make_shared<const PreparedImage>(vis.model().prepare(decode_image(images[i])));
+    auto prepared = std::make_shared<const PreparedImage>(vis.model().prepare(decode ? decode(images[i]) : decode_image(images[i])));
     mp.image_hashes.push_back(hash);
     mp.images.push_back(prepared);
     for (const LayoutItem& item : prepared->layout) {

@@ -3,6 +3,7 @@
 // plus image bytes into prompt tokens and media chunks for the engine.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -82,8 +83,12 @@ struct MediaPrompt {
 // Throws ImageError for undecodable images, std::invalid_argument for a marker/image count
 // mismatch, a projector whose output width is not the model's n_embd, or a layout token
 // missing from the vocabulary. `vis` and `pool` must outlive the returned media chunks.
+// `decode` turns each image's bytes into pixels (the server's applies a per-request pixel
+// budget and bounds concurrent decodes); empty: decode_image.
+using ImageDecoder = std::function<RgbImage(std::span<const uint8_t>)>;
 MediaPrompt build_media_prompt(const Tokenizer& tok, int32_t lm_n_embd, const std::string& text,
-                               std::span<const std::vector<uint8_t>> images, VisionContext& vis, ThreadPool& pool);
+                               std::span<const std::vector<uint8_t>> images, VisionContext& vis, ThreadPool& pool,
+                               const ImageDecoder& decode = {});
 
 // The placeholder id of row `row` of entry `entry` of an image (always negative).
 Token media_placeholder(uint64_t image_hash, int32_t entry, int32_t row);

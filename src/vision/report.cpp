@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/eval.h"
+#include "engine/logit_report.h"
 
 namespace ws::vision {
 namespace {
@@ -169,18 +170,13 @@ void write_vision_report(const std::string& prefix, const VisionEval& ev, const 
   double after_sum = 0;
   int after_n = 0, nonfinite = 0;
   for (int32_t p = 0; p < n; ++p) {
-    const float* row = ev.logits.data() + size_t(p) * size_t(V);
+    const std::span<const float> row(ev.logits.data() + size_t(p) * size_t(V), size_t(V));
     tokens.push_back(mp.tokens[size_t(p)] >= 0 ? json(mp.tokens[size_t(p)]) : json(nullptr));
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    for (int32_t v = 0; v < V; ++v) {
-      idx[size_t(v)] = v;
-      if (!std::isfinite(row[v])) ++nonfinite;
-    }
-    std::partial_sort(idx.begin(), idx.begin() + std::min(8, V), idx.end(),
-                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    argmax.push_back(idx[0]);
+    for (float v : row) nonfinite += !std::isfinite(v);
+    const std::vector<int32_t> best = top_k_ids(row, 8);
+    argmax.push_back(best[0]);
     json t8 = json::array();
-    for (int k = 0; k < std::min(8, V); ++k) t8.push_back({idx[size_t(k)], row[idx[size_t(k)]]});
+    for (int32_t id : best) t8.push_back({id, row[size_t(id)]});
     top8.push_back(t8);
     if (p + 1 < n) {
       const Token next = mp.tokens[size_t(p) + 1];
@@ -188,9 +184,7 @@ void write_vision_report(const std::string& prefix, const VisionEval& ev, const 
         nll.push_back(nullptr);
         continue;
       }
-      double mx = row[idx[0]], sum = 0;
-      for (int32_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
-      const double val = mx + std::log(sum) - double(row[next]);
+      const double val = token_nll(row, next);
       nll.push_back(val);
       if (boundary >= 0 && p + 1 >= boundary) after_sum += val, ++after_n;
     }

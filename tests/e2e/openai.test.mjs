@@ -136,3 +136,21 @@ test('a wrong API key raises AuthenticationError', { skip: !!process.env.WS_SERV
     const models = await client().models.list();
     assert.equal(models.data.length, 1);
   });
+
+test('tools on the model\'s own template: a forced call in the generic shape, and the OpenAI wire history renders', async () => {
+  const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object',
+    properties: { key: { type: 'string', enum: ['a', 'b'] } }, required: ['key'] } } }];
+  const messages = question('Look it up.');
+  const r = await client().chat.completions.create({ model: 'm', messages, tools, tool_choice: 'required',
+    max_tokens: 64 });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.content, null);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.function.name, 'lookup');
+  assert.ok(['a', 'b'].includes(JSON.parse(call.function.arguments).key));
+  // content null beside tool_calls, then the tool's result: accepted (it was a 500).
+  const next = await client().chat.completions.create({ model: 'm', max_tokens: 4, tools,
+    messages: [...messages, c.message, { role: 'tool', tool_call_id: call.id, content: 'found' }] });
+  assert.equal(typeof next.choices[0].message.content, 'string');
+});
