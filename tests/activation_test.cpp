@@ -193,7 +193,7 @@ TEST(Activation, CausalConvMatchesTheFormula) {
 TEST(Activation, DeltaRuleTokenMatchesTheDefinition) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (const auto [dk, dv] : {std::pair<int64_t, int64_t>{64, 139}, {16, 16}, {128, 128}, {8, 5}}) {
+  for (const auto& [dk, dv] : {std::pair<int64_t, int64_t>{64, 139}, {16, 16}, {128, 128}, {8, 5}}) {
     std::vector<float> S(static_cast<size_t>(dk * dv)), ref(S.size());  // [dk][dv]
     for (auto& s : S) s = u(rng);
     ref = S;
