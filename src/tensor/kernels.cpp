@@ -213,25 +213,25 @@ void check_matmul_args(const Matrix& w, int64_t n_tokens) {
 
 namespace detail {
 
-// WARMSTART_ISA=avx2 keeps the plain AVX2 tiles (for comparison; same results).
+namespace {
+
+// AVX2 with AVX512VL/BW and `feature`, unless WARMSTART_ISA=avx2 keeps the plain AVX2
+// tiles and panels (for comparison; same results).
+bool avx512_with(bool feature) {
+  const char* env = std::getenv("WARMSTART_ISA");
+  if (env && std::string(env) == "avx2") return false;
+  return feature && cpu_has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+}
+
+}  // namespace
+
 bool cpu_has_vnni() {
-  static const bool has = [] {
-    const char* env = std::getenv("WARMSTART_ISA");
-    if (env && std::string(env) == "avx2") return false;
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vnni");
-  }();
+  static const bool has = avx512_with(__builtin_cpu_supports("avx512vnni"));
   return has;
 }
 
-// WARMSTART_ISA=avx2 keeps BF16 on the AVX2 panels (same results).
 bool cpu_has_avx512bf16() {
-  static const bool has = [] {
-    const char* env = std::getenv("WARMSTART_ISA");
-    if (env && std::string(env) == "avx2") return false;
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16");
-  }();
+  static const bool has = avx512_with(__builtin_cpu_supports("avx512bf16"));
   return has;
 }
 
