@@ -2,10 +2,10 @@
 // chat, usage with cached tokens across turns, and errors surfacing as the client's typed
 // exceptions. Starts its own server (WS_BINARY, WS_MODEL) unless WS_SERVER_URL is given
 // (then WS_API_KEY is the key that server expects, if any).
+import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer as startServerProcess } from './serve.mjs';
 
 const API_KEY = process.env.WS_SERVER_URL ? (process.env.WS_API_KEY ?? 'none') : 'e2e-key';
 let baseURL = process.env.WS_SERVER_URL;
@@ -13,9 +13,23 @@ let server;
 
 // Starts `warmstart serve --port 0` and resolves with the URL it prints.
 function startServer() {
-  const started = startServerProcess(['-t', '2', '--api-key', API_KEY, '--cache-budget-mb', '64']);
-  server = started.server;
-  return started.url;
+  const { WS_BINARY, WS_MODEL } = process.env;
+  if (!WS_BINARY || !WS_MODEL) throw new Error('set WS_BINARY and WS_MODEL (or WS_SERVER_URL)');
+  server = spawn(WS_BINARY, ['serve', '-m', WS_MODEL, '--port', '0', '-t', '2', '--api-key', API_KEY,
+    '--cache-budget-mb', '64'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let log = '';
+    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 60_000);
+    server.stderr.on('data', (d) => {
+      log += d;
+      const m = log.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    server.on('exit', (code) => reject(new Error(`server exited (${code}):\n${log}`)));
+  });
 }
 
 before(async () => {

@@ -4,6 +4,7 @@
 // (picked from shared/fixtures/templates by what it contains, not by name). Forced calls
 // (tool_choice "required" / named) come out of constrained sampling, so they are valid
 // calls even from random weights.
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -12,7 +13,6 @@ import OpenAI from 'openai';
 import { generateText, stepCountIs, tool } from 'ai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { z } from 'zod';
-import { startServer as startServerProcess } from './serve.mjs';
 
 const API_KEY = 'e2e-key';
 let baseURL;
@@ -41,10 +41,24 @@ function thinkingTemplate() {
 
 const servers = [];
 function startServer(template, extra = []) {
-  const { server, url } = startServerProcess(['-t', '2', '--api-key', API_KEY, '--cache-budget-mb', '64', '-c', '8192',
-    '--chat-template-file', template, ...extra]);
+  const { WS_BINARY, WS_MODEL } = process.env;
+  if (!WS_BINARY || !WS_MODEL) throw new Error('set WS_BINARY and WS_MODEL');
+  const server = spawn(WS_BINARY, ['serve', '-m', WS_MODEL, '--port', '0', '-t', '2', '--api-key', API_KEY,
+    '--cache-budget-mb', '64', '-c', '8192', '--chat-template-file', template, ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
   servers.push(server);
-  return url;
+  return new Promise((resolve, reject) => {
+    let log = '';
+    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 60_000);
+    server.stderr.on('data', (d) => {
+      log += d;
+      const m = log.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    server.on('exit', (code) => reject(new Error(`server exited (${code}):\n${log}`)));
+  });
 }
 
 let thinkingURL;
