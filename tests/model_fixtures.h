@@ -31,8 +31,10 @@ struct GoldenFixture {
   bool f32 = false;    // every tensor stored as F32
 };
 
-// Every llama-golden-v1 JSON with its model, in name order.
-inline std::vector<GoldenFixture> golden_fixtures() {
+// Every llama-golden-v1 JSON with its model, in name order. Scanned once per process:
+// every test binary start lists the parameterised suites, and opening each GGUF (its
+// vocabulary included) on every call cost ~1.5 s per test process.
+inline std::vector<GoldenFixture> scan_golden_fixtures() {
   std::vector<GoldenFixture> out;
   for (const auto& e : std::filesystem::directory_iterator(kShared / "fixtures" / "golden")) {
     if (e.path().extension() != ".json") continue;
@@ -46,6 +48,11 @@ inline std::vector<GoldenFixture> golden_fixtures() {
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.golden < b.golden; });
   return out;
+}
+
+inline const std::vector<GoldenFixture>& golden_fixtures() {
+  static const std::vector<GoldenFixture> fixtures = scan_golden_fixtures();
+  return fixtures;
 }
 
 // The first F32 fixture of `arch`, or an empty golden path when there is none.

@@ -14,6 +14,7 @@
 #include "engine/eval.h"
 #include "engine/replay.h"
 #include "gguf/gguf.h"
+#include "model_fixtures.h"
 #include "not_supported.h"
 
 namespace fs = std::filesystem;
@@ -24,18 +25,11 @@ namespace {
 
 const fs::path kShared = WS_SHARED_DIR;
 
+// The first F32 golden fixture of each architecture, by model file name.
 std::vector<std::string> one_model_per_arch() {
   std::map<std::string, std::string> by_arch;
-  for (const auto& e : fs::directory_iterator(kShared / "fixtures" / "models")) {
-    const std::string name = e.path().filename().string();
-    if (e.path().extension() != ".gguf" || name.rfind("mmproj", 0) == 0) continue;
-    const auto f = gguf::File::open(e.path().string());
-    bool f32 = true;
-    for (const auto& t : f.tensors()) f32 = f32 && t.type == DType::f32;
-    const std::string arch = f.get_string("general.architecture");
-    if (f32 && (!by_arch.count(arch) || name < fs::path(by_arch[arch]).filename().string()))
-      by_arch[arch] = e.path().string();
-  }
+  for (const auto& g : test::golden_fixtures())
+    if (g.f32 && (!by_arch.count(g.arch) || g.model < by_arch[g.arch])) by_arch[g.arch] = g.model;
   std::vector<std::string> out;
   for (auto& [a, p] : by_arch) out.push_back(p);
   return out;
