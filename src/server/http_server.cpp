@@ -97,16 +97,27 @@ void Server::install_routes() {
     return httplib::Server::HandlerResponse::Handled;
   });
   http_->Get("/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
-  http_->Get("/v1/models", guard(&Server::handle_models));
+  // llama-server's paths: each OpenAI route also without its /v1 prefix.
+  for (const std::string prefix : {"", "/v1"}) {
+    http_->Get(prefix + "/models", guard(&Server::handle_models));
+    http_->Post(prefix + "/chat/completions", guard(&Server::handle_chat));
+    http_->Post(prefix + "/completions", guard(&Server::handle_text));
+    http_->Post(prefix + "/embeddings", guard(&Server::handle_embeddings));
+  }
+  http_->Get("/v1/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
   http_->Get("/metrics", guard(&Server::handle_metrics));
-  http_->Post("/v1/chat/completions", guard(&Server::handle_chat));
-  http_->Post("/v1/completions", guard(&Server::handle_text));
   http_->Post("/tokenize", guard(&Server::handle_tokenize));
   http_->Post("/detokenize", guard(&Server::handle_detokenize));
   http_->Post("/apply-template", guard(&Server::handle_apply_template));
   http_->Get("/props", guard(&Server::handle_props));
-  http_->Post("/v1/embeddings", guard(&Server::handle_embeddings));
-  http_->Post("/embeddings", guard(&Server::handle_embeddings));
+  http_->Post("/embedding", guard(&Server::handle_embeddings));
+  http_->Post("/v1/messages", guard(&Server::handle_messages));
+  http_->Post("/v1/messages/count_tokens", guard(&Server::handle_count_tokens));
+  http_->Post("/v1/responses", guard(&Server::handle_responses));
+  http_->Post("/completion", guard(&Server::handle_completion));
+  http_->Post("/infill", guard(&Server::handle_infill));
+  http_->Get("/slots", guard(&Server::handle_slots));
+  http_->Post(R"(/slots/(\d+))", guard(&Server::handle_slot_action));
   http_->set_error_handler([this](const Request& req, Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
     // Reading the body failed because the guard stopped it (too large, stalled): httplib

@@ -51,6 +51,10 @@ struct ServerConfig {
   // stays under max_image_decodes x max_image_pixels x 3 bytes.
   int64_t max_image_pixels = int64_t(4096) * 4096;
   int max_image_decodes = 2;
+  // --slot-save-path: the folder /slots/{id}?action=save|restore reads and writes (empty:
+  // those actions are refused).
+  std::string slot_save_path;
+  int32_t n_predict = -1;  // --n-predict: the default reply length when a request sets none (-1: no limit)
 };
 
 class Server {
@@ -79,6 +83,17 @@ class Server {
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   void handle_props(const httplib::Request& req, httplib::Response& res);
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // embeddings.cpp
+  // anthropic_routes.cpp: POST /v1/messages, POST /v1/messages/count_tokens (Anthropic Messages API)
+  void handle_messages(const httplib::Request& req, httplib::Response& res);
+  void handle_count_tokens(const httplib::Request& req, httplib::Response& res);
+  // responses_routes.cpp: POST /v1/responses (OpenAI Responses API)
+  void handle_responses(const httplib::Request& req, httplib::Response& res);
+  // native_routes.cpp: llama-server's native POST /completion and POST /infill
+  void handle_completion(const httplib::Request& req, httplib::Response& res);
+  void handle_infill(const httplib::Request& req, httplib::Response& res);
+  // slot_routes.cpp: GET /slots, POST /slots/{id}?action=save|restore|erase
+  void handle_slots(const httplib::Request& req, httplib::Response& res);
+  void handle_slot_action(const httplib::Request& req, httplib::Response& res);
   // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
   // `lease`: the slot a request with images took before decoding them; empty: taken here.
   void respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,
