@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/prefix_cache.h"
-#include "chat/prompt.h"
+#include "chat/chat_prompt.h"
 #include "engine/eval.h"
 #include "engine/prompt.h"
 #include "engine/turn.h"
@@ -88,7 +88,7 @@ TEST_F(ChatModel, TemplateRendersTrainingChatML) {
                                  {{"role", "assistant"}, {"content", "Nice to meet you, Anna."}},
                                  {{"role", "user"}, {"content", "What is my name?\nTell me."}}});
   EXPECT_EQ(chat::render_chat(tmpl, msgs, json{{"add_generation_prompt", true}}).text,
-            render_chatml(msgs, true).text);
+            chat::render_chatml(msgs, true).text);
 }
 
 TEST_F(ChatModel, TokenizerMatchesTrainingTokenizer) {
@@ -162,7 +162,7 @@ ConversationRun run_conversation(const Loaded& m, Engine& engine, const json& co
   for (size_t i = 0; i < msgs.size(); ++i) {
     if (msgs[i].at("role") != "user") continue;
     history.push_back(msgs[i]);
-    const RenderedText r = render_chatml(history, true);
+    const chat::RenderedPrompt r = chat::render_chatml(history, true);
     PromptTokens p = tokenize_prompt(*m.tok, r.text, r.message_ends);
     TurnRequest req;
     req.prompt = std::move(p.tokens);

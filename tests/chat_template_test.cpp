@@ -311,3 +311,97 @@ TEST(ChatTemplate, MessageEndsOnFixture) {
             "<|im_start|>assistant\nHello!<|im_end|>\n");
   EXPECT_EQ(p.message_ends[3], want.size() - std::string("<|im_start|>assistant\n").size());
 }
+
+// The expected strings below were written from the Python / Jinja 3.1 documentation
+// (printf-style formatting, str methods, the format/truncate/slice filters), not rendered:
+// Jinja2 is not available where these tests were written.
+TEST(ChatTemplate, PercentFormatting) {
+  EXPECT_EQ(render("{{ '%s-%d' % ('a', 3) }}"), "a-3");
+  EXPECT_EQ(render("{{ '%05.1f|%-4d|%x|%r' % (3.14159, 7, 255, 'q') }}"), "003.1|7   |ff|'q'");
+  EXPECT_EQ(render("{{ '%(name)s is %(age)d' % {'name': 'Bo', 'age': 7} }}"), "Bo is 7");
+  EXPECT_EQ(render("{{ '%+d %+d % d|%05d' % (5, -5, 5, -42) }}"), "+5 -5  5|-0042");
+  EXPECT_EQ(render("{{ '%#x %#o %X' % (255, 8, 255) }}"), "0xff 0o10 FF");
+  EXPECT_EQ(render("{{ '%.2s|%5s|%-5s|' % ('abc', 'ab', 'ab') }}"), "ab|   ab|ab   |");
+  EXPECT_EQ(render("{{ '%c%c' % (65, '\xC3\xA9') }}"), "A\xC3\xA9");
+  // A list is one argument (only a tuple spreads); %% is a literal percent sign.
+  EXPECT_EQ(render("{{ '%s' % [1, 2] }} {{ '100%%' % () }} {{ '%d' % 3.9 }}"), "[1, 2] 100% 3");
+  // Python formats str % Undefined with str(Undefined): the empty string.
+  EXPECT_EQ(render("{{ '[%s]' % missing }}"), "[]");
+  EXPECT_EQ(render("{{ '%.3e' % 12345.678 }} {{ '%g' % 0.0001 }} {{ '%g' % 1e20 }} {{ '%*d|%.*f' % (5, 42, 2, 3.14159) }}"),
+            "1.235e+04 0.0001 1e+20    42|3.14");
+  // The format filter: positional arguments become the tuple, keyword ones the mapping.
+  EXPECT_EQ(render("{{ '%s and %s' | format('a', 'b') }} {{ '%(a)s' | format(a=1) }} {{ '%s' | format('x') }}"),
+            "a and b 1 x");
+  EXPECT_THROW(render("{{ '%s %s' % ('a',) }}"), TemplateError);         // not enough arguments
+  EXPECT_THROW(render("{{ '%s' % ('a', 'b') }}"), TemplateError);        // not all arguments converted
+  EXPECT_THROW(render("{{ '%d' % 'x' }}"), TemplateError);               // a real number is required
+  EXPECT_THROW(render("{{ '%q' % 1 }}"), TemplateError);                 // unsupported format character
+  EXPECT_THROW(render("{{ '%s' | format('a', b=1) }}"), TemplateError);  // positional and keyword
+  // Widths are bounded by the output limit, not by the length of the format.
+  RenderOptions small;
+  small.max_output_bytes = 1000;
+  EXPECT_THROW(ChatTemplate::parse("{{ '%5000s' % 'x' }}").render(ordered_json::object(), small), TemplateError);
+}
+
+TEST(ChatTemplate, TruncateSliceAndStrMethods) {
+  // truncate: kept when within length + leeway (5); else cut at a word, plus end.
+  EXPECT_EQ(render("{{ 'foo bar baz qux' | truncate(9) }}|{{ 'foo bar baz qux' | truncate(9, True) }}"),
+            "foo...|foo ba...");
+  EXPECT_EQ(render("{{ 'foo bar baz qux' | truncate(11, False, '!', 0) }}|{{ 'hello' | truncate(3) }}"),
+            "foo bar!|hello");
+  EXPECT_EQ(render("{{ [1,2,3,4,5] | slice(3) | list }} {{ [1,2,3,4,5] | slice(3, 0) | list }}"),
+            "[[1, 2], [3, 4], [5]] [[1, 2], [3, 4], [5, 0]]");
+  EXPECT_EQ(render("{{ 'ab'.center(6, '*') }}|{{ 'abc'.center(6) }}|{{ 'ab'.ljust(4, '-') }}|{{ 'ab'.rjust(4) }}"),
+            "**ab**| abc  |ab--|  ab");
+  EXPECT_EQ(render("{{ '-42'.zfill(6) }}|{{ 'abc'.removeprefix('a') }}|{{ 'abc'.removesuffix('c') }}"),
+            "-00042|bc|ab");
+  EXPECT_EQ(render("{{ 'k=v=w'.partition('=') }} {{ 'k=v=w'.rpartition('=') }} {{ 'kv'.partition('=') }}"),
+            "('k', '=', 'v=w') ('k=v', '=', 'w') ('kv', '', '')");
+  EXPECT_THROW(render("{{ 'ab'.center(5, '--') }}"), TemplateError);
+  EXPECT_THROW(render("{{ 'ab'.partition('') }}"), TemplateError);
+}
+
+// A template of llama.cpp's models/templates folder that is not among the shared
+// fixtures: microsoft/Phi-3.5-mini-instruct (MIT licence), copied from llama.cpp into
+// tests/data/templates. Its string literals hold raw newlines, and the file's last tag is
+// not followed by a newline.
+TEST(ChatTemplate, LlamaCppPhi35) {
+  const fs::path file = fs::path(__FILE__).parent_path() / "data" / "templates" / "microsoft-Phi-3.5-mini-instruct.jinja";
+  const ChatTemplate tmpl = ChatTemplate::parse(slurp(file));
+  ordered_json ctx = {{"messages", ordered_json::parse(R"([{"role":"system","content":"You are a helpful assistant."},
+      {"role":"user","content":"Hello"},{"role":"assistant","content":"Hi there"},{"role":"user","content":"Who are you"}])")},
+                      {"add_generation_prompt", true}, {"eos_token", "<|endoftext|>"}};
+  EXPECT_EQ(tmpl.render(ctx),
+            "<|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+            "<|user|>\nWho are you<|end|>\n<|assistant|>\n");
+  ctx["add_generation_prompt"] = false;
+  EXPECT_EQ(tmpl.render(ctx),
+            "<|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+            "<|user|>\nWho are you<|end|>\n<|endoftext|>");
+}
+
+// Expected strings from Jinja 3.1 semantics and Hugging Face's tojson (json.dumps with
+// its ensure_ascii / separators / sort_keys / indent), written by hand as above.
+TEST(ChatTemplate, SubscriptsAttrgettersTojsonOptionsAndNameTests) {
+  // a[] subscripts with the empty tuple and a[x, y] with a tuple: never a key, so Undefined.
+  const ordered_json bob = {{"a", {{"name", "Bob"}}}};
+  EXPECT_EQ(render("{{ a[] | default('fallback') }}|{{ a[] is undefined }}|{{ [1, 2][1, 2] is defined }}", bob),
+            "fallback|True|False");
+  // An integer attribute is one subscript (make_attrgetter), negative indices included.
+  const ordered_json pairs = {{"arr", ordered_json::parse(R"([[10, "x"], [20, "y"], [30, "z"]])")}};
+  EXPECT_EQ(render("{{ arr | map(attribute=-1) | join(' ') }}|{{ arr | join(',', attribute=0) }}", pairs), "x y z|10,20,30");
+  EXPECT_EQ(render("{{ arr | selectattr(0, 'gt', 15) | map(attribute=1) | list }}", pairs), "['y', 'z']");
+  // tojson(ensure_ascii=True): \uXXXX escapes, astral code points as surrogate pairs.
+  const ordered_json data = {{"data", {{"t", "\xE2\x9C\x93"}, {"e", "\xF0\x9F\x98\x80"}, {"n", "a\nb"}}}};
+  EXPECT_EQ(render("{{ data | tojson(ensure_ascii=true) }}", data),
+            "{\"t\": \"\\u2713\", \"e\": \"\\ud83d\\ude00\", \"n\": \"a\\nb\"}");
+  EXPECT_EQ(render("{{ data | tojson }}", data), "{\"t\": \"\xE2\x9C\x93\", \"e\": \"\xF0\x9F\x98\x80\", \"n\": \"a\\nb\"}");
+  EXPECT_EQ(render("{{ {'a': 1, 'b': [1, 2]} | tojson(separators=(',', ':')) }}"), "{\"a\":1,\"b\":[1,2]}");
+  EXPECT_EQ(render("{{ {'b': 1, 'a': [1]} | tojson(indent=1, separators=(';', '=')) }}"),
+            "{\n \"b\"=1;\n \"a\"=[\n  1\n ]\n}");
+  EXPECT_THROW(render("{{ 1 | tojson(separators=',') }}"), TemplateError);
+  // `is filter` / `is test` name the filters and tests this interpreter has.
+  EXPECT_EQ(render("{{ 'trim' is filter }} {{ 'format' is filter }} {{ 'nope' is filter }} {{ 'sequence' is test }} "
+                   "{{ 'trim' is test }} {{ 3 is filter }}"),
+            "True True False True False False");
+}

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_prompt.h"
 #include "engine/eval.h"
 #include "engine/replay.h"
 #include "gguf/gguf.h"
@@ -24,6 +25,12 @@ using namespace ws;
 namespace {
 
 const fs::path kShared = WS_SHARED_DIR;
+
+// The scripts as ChatML, in the shape the engine's Replay takes (text, message ends).
+std::pair<std::string, std::vector<size_t>> chatml(const json& messages) {
+  chat::RenderedPrompt r = chat::render_chatml(messages, true);
+  return {std::move(r.text), std::move(r.message_ends)};
+}
 
 // The first F32 golden fixture of each architecture, by model file name.
 std::vector<std::string> one_model_per_arch() {
@@ -69,7 +76,7 @@ class ReplayScenarios : public ::testing::TestWithParam<std::string> {
         spacing > 0 ? std::max<size_t>(1, reuse_traits(*model_, eo.memory).fixed_snapshot_bytes / size_t(spacing)) : 0;
     eo.checkpoints.min_cut_gap = cut_gap;
     Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
-    Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, /*verify=*/true);
+    Replay replay(engine, *tok_, chatml, /*verify=*/true);
     std::vector<ReplayTurn> out;
     for (const auto& l : lines) {
       out.push_back(replay.run(l));
@@ -214,9 +221,9 @@ TEST_P(ReplayScenarios, CorruptedCheckpointFallsBackToCold) {
   eo.memory.n_ctx = 2048;
   eo.n_ubatch = 64;
   Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
-  Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, true);
+  Replay replay(engine, *tok_, chatml, true);
   const auto first = replay.run(line({sys, u1}));
-  const PromptTokens p = tokenize_prompt(*tok_, render_chatml(json::array({sys, u1}), true).text, {});
+  const PromptTokens p = tokenize_prompt(*tok_, chatml(json::array({sys, u1})).first, {});
   int corrupted = 0;
   for (size_t n = 1; n <= p.tokens.size(); ++n)
     if (auto snap = cache_->find_for_test(model_->config().model_id, std::span(p.tokens).first(n))) {
@@ -245,7 +252,7 @@ TEST_P(ReplayScenarios, RegenerationComputesNothing) {
   EXPECT_LE(t[1].computed_tokens, int32_t(t[1].generated.size())) << "only the fed reply tokens";
   EXPECT_EQ(t[1].generated, t[0].generated);
 
-  const PromptTokens p = tokenize_prompt(*tok_, render_chatml(json::array({sys, u1}), true).text, {});
+  const PromptTokens p = tokenize_prompt(*tok_, chatml(json::array({sys, u1})).first, {});
   const auto frontier = cache_->find_for_test(model_->config().model_id, p.tokens);
   ASSERT_TRUE(frontier);
   SeqState cold = model_->make_state(MemoryOptions{.n_ctx = 2048});
@@ -257,7 +264,7 @@ TEST_P(ReplayScenarios, RegenerationComputesNothing) {
   EngineOptions eo;
   eo.memory.n_ctx = 2048;
   Engine engine(*model_, *tok_, cache_.get(), eo, pool_);
-  Replay replay(engine, *tok_, [](const json& m) { return render_chatml(m, true); }, true);
+  Replay replay(engine, *tok_, chatml, true);
   const auto again = replay.run(line({sys, u1}));
   EXPECT_NE(again.miss_reason.find("rejected"), std::string::npos) << again.miss_reason;
   EXPECT_LT(again.reused_tokens, again.prompt_tokens);

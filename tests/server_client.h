@@ -109,6 +109,31 @@ inline std::vector<json> sse_events(const std::string& body, bool* done) {
   return out;
 }
 
+// One `warmstart serve` shared by the tests of a suite (started once per test process;
+// ctest runs each test in a process of its own). A suite may declare its own
+// `static std::vector<std::string> server_args()`.
+template <class Suite>
+class SharedServerTest : public ::testing::Test {
+ protected:
+  static std::vector<std::string> server_args() {
+    return {"--parallel", "2", "-t", "2", "-c", "4096", "--cache-budget-mb", "64"};
+  }
+  static void SetUpTestSuite() { server_ = new ServerProcess(Suite::server_args()); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << server_->log(); }
+  static int port() { return server_->port(); }
+  static inline ServerProcess* server_ = nullptr;
+};
+
+// A streamed chat choice's delta.content: "" when absent or null (the role chunk's).
+inline std::string delta_text(const json& choice) {
+  const auto it = choice["delta"].find("content");
+  return it == choice["delta"].end() || !it->is_string() ? "" : it->get<std::string>();
+}
+
 inline double metric(const std::string& text, const std::string& name) {
   std::istringstream in(text);
   std::string line;

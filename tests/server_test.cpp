@@ -28,6 +28,7 @@
 #include <thread>
 #include <tuple>
 
+#include "chat/chat_prompt.h"
 #include "engine/prompt.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
@@ -85,20 +86,7 @@ class RawStream {
   std::string received_;
 };
 
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--parallel", "2", "-t", "2", "-c", "4096", "--cache-budget-mb", "64"});
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_GT(server_->port(), 0) << server_->log(); }
-  static int port() { return server_->port(); }
-  static ServerProcess* server_;
-};
-ServerProcess* ServerTest::server_ = nullptr;
+class ServerTest : public SharedServerTest<ServerTest> {};
 
 TEST_F(ServerTest, HealthAndModels) {
   const HttpResult h = curl(port(), "/health");
@@ -134,7 +122,7 @@ TEST_F(ServerTest, NonStreamingAndStreamingChatAgree) {
   const auto ev = sse_events(s.body, &done);
   EXPECT_TRUE(done) << "no data: [DONE]";
   ASSERT_GE(ev.size(), 3u);
-  EXPECT_EQ(ev[0]["choices"][0]["delta"], json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_EQ(ev[0]["choices"][0]["delta"], json({{"role", "assistant"}, {"content", nullptr}}));
   std::string streamed;
   for (size_t i = 0; i < ev.size(); ++i) {
     EXPECT_EQ(ev[i]["object"], "chat.completion.chunk");
@@ -206,8 +194,7 @@ TEST_F(ServerTest, StopSequenceSplitAcrossTokensIsNeverEmitted) {
   body["stream"] = true;
   std::string streamed;
   for (const auto& e : sse_events(curl(port(), "/v1/chat/completions", body.dump()).body, &done))
-    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
-      streamed += e["choices"][0]["delta"]["content"].get<std::string>();
+    if (!e["choices"].empty()) streamed += delta_text(e["choices"][0]);
   EXPECT_EQ(streamed, expected);
 }
 
@@ -578,6 +565,9 @@ TEST(ServerLimits, PromptLongerThanTheContextIs400WithTheCounts) {
   EXPECT_EQ(r.status, 400) << r.body;
   const json e = r.j()["error"];
   EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_EQ(e["type"], "exceed_context_size_error");
+  EXPECT_EQ(e["n_ctx"], 64);
+  EXPECT_GT(e["n_prompt_tokens"].get<int>(), 64) << e;
   EXPECT_NE(e["message"].get<std::string>().find("64 tokens"), std::string::npos) << e;
   EXPECT_EQ(curl(srv.port(), "/v1/completions", json({{"prompt", long_text}}).dump()).status, 400);
 }
@@ -589,8 +579,9 @@ TEST(ServerLimits, ApiKeyIsRequiredWhenSet) {
   const HttpResult none = curl(srv.port(), "/v1/chat/completions", body);
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(none.j()["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(none.j()["error"]["type"], "authentication_error");
   EXPECT_EQ(curl(srv.port(), "/v1/chat/completions", body, "-H 'Authorization: Bearer wrong'").status, 401);
-  EXPECT_EQ(curl(srv.port(), "/v1/models", "", "-H 'Authorization: Bearer s3cret1'").status, 401);
+  EXPECT_EQ(curl(srv.port(), "/props", "", "-H 'Authorization: Bearer s3cret1'").status, 401);
   EXPECT_EQ(curl(srv.port(), "/v1/chat/completions", body, "-H 'Authorization: Bearer s3cret'").status, 200);
   EXPECT_EQ(curl(srv.port(), "/health").status, 200);
 }
@@ -659,6 +650,39 @@ std::vector<std::string> converse(int port, int conv, int turns, std::vector<int
     msgs.push_back({{"role", "assistant"}, {"content", replies.back()}});
   }
   return replies;
+}
+
+// Templates with thinking blocks drop them from the history: the second turn diverges right
+// after the first user message, a few tokens before the first turn's frontier. The end of
+// that message must be a checkpoint (it was dropped as too close to the frontier, and a
+// model with recurrent layers recomputed the whole first turn), and the reply must be the
+// one a server without a cache gives.
+TEST(ServerReuse, ThinkingTemplateSecondTurnReusesThroughTheLastMessage) {
+  const json first = json::array({{{"role", "user"}, {"content", "Tell me about lighthouses."}}});
+  int tried = 0;
+  for (const auto& e : fs::directory_iterator(kSharedDir / "fixtures" / "templates")) {
+    if (e.path().extension() != ".jinja" || slurp(e.path()).find("<think>") == std::string::npos) continue;
+    ServerProcess srv(std::vector<std::string>{"-t", "2", "--chat-template-file", e.path().string()});
+    ASSERT_GT(srv.port(), 0) << srv.log();
+    const HttpResult r1 = curl(srv.port(), "/v1/chat/completions", chat_body(first, 6).dump());
+    ASSERT_EQ(r1.status, 200) << e.path() << r1.body;
+    json second = first;
+    second.push_back(r1.j()["choices"][0]["message"]);
+    second.push_back({{"role", "user"}, {"content", "And the tallest one?"}});
+    // Only templates whose history re-renders the generation prompt differently test this.
+    const std::string p1 = curl(srv.port(), "/apply-template", json({{"messages", first}}).dump()).j()["prompt"];
+    const std::string p2 = curl(srv.port(), "/apply-template", json({{"messages", second}}).dump()).j()["prompt"];
+    if (p2.starts_with(p1)) continue;
+    ++tried;
+    const json warm = curl(srv.port(), "/v1/chat/completions", chat_body(second, 6).dump()).j();
+    ServerProcess cold(std::vector<std::string>{"-t", "2", "--chat-template-file", e.path().string(), "--cache-budget-mb", "0"});
+    ASSERT_GT(cold.port(), 0) << cold.log();
+    const json truth = curl(cold.port(), "/v1/chat/completions", chat_body(second, 6).dump()).j();
+    EXPECT_EQ(warm["choices"][0]["message"], truth["choices"][0]["message"]) << e.path();
+    EXPECT_GT(warm["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << e.path() << warm["usage"];
+    if (tried == 2) break;  // two templates are enough; each costs three server starts
+  }
+  EXPECT_GT(tried, 0) << "no fixture template with thinking blocks re-renders its history differently";
 }
 
 TEST(ServerConcurrency, ParallelConversationsMatchTheSameConversationsRunAlone) {
@@ -829,7 +853,7 @@ TEST(ServerVision, MessageEndsMapToTokenPositionsInMediaPrompts) {
     const auto tok = ws::Tokenizer::from_gguf(lm);
     ws::vision::VisionContext vis(mm, 0);
     ws::ThreadPool pool(1);
-    const ws::RenderedText text = ws::render_chatml(g["prompt"]["messages"], true);
+    const ws::chat::RenderedPrompt text = ws::chat::render_chatml(g["prompt"]["messages"], true);
     const std::string png = slurp(kShared / g["image_file"].get<std::string>());
     const std::vector<std::vector<uint8_t>> images = {std::vector<uint8_t>(png.begin(), png.end())};
     const auto mp = ws::vision::build_media_prompt(*tok, model->config().n_embd, text.text, images, vis, pool);
@@ -983,7 +1007,8 @@ TEST_F(ServerTest, NTwoComputesThePromptOnceAndInterleavesStreams) {
   for (const json& e : sse_events(curl(port(), "/v1/chat/completions", body.dump()).body, &done)) {
     for (const json& ch : e["choices"]) {
       const int i = ch["index"];
-      if (ch["delta"].contains("content")) text[i] += ch["delta"]["content"].get<std::string>(), order.push_back(i);
+      if (ch["delta"].contains("content") && ch["delta"]["content"].is_string())
+        text[i] += delta_text(ch), order.push_back(i);
       if (!ch["finish_reason"].is_null()) finish[i] = ch["finish_reason"];
     }
     if (e.contains("usage") && e["usage"].is_object()) EXPECT_EQ(e["usage"]["completion_tokens"], completion);
@@ -1172,13 +1197,15 @@ TEST(ServerLlamaServerFlags, AliasesCorsAndXApiKey) {
   std::string h = slurp(hdr);
   EXPECT_NE(h.find("Access-Control-Allow-Origin: https://app.example"), std::string::npos) << h;
   EXPECT_NE(h.find("Access-Control-Allow-Headers:"), std::string::npos) << h;
-  const HttpResult m = curl(srv.port(), "/v1/models", "", "-D " + hdr + " -H 'X-Api-Key: k3y'");
+  const HttpResult m = curl(srv.port(), "/v1/models", "", "-D " + hdr + " -H 'Origin: https://app.example'");
   ASSERT_EQ(m.status, 200) << m.body;
   EXPECT_EQ(m.j()["data"][0]["id"], "my-model");
   h = slurp(hdr);
   EXPECT_NE(h.find("Access-Control-Allow-Origin: https://app.example"), std::string::npos) << h;
-  EXPECT_EQ(curl(srv.port(), "/v1/models", "", "-H 'X-Api-Key: nope'").status, 401);
-  EXPECT_EQ(curl(srv.port(), "/v1/models").status, 401);
+  // The model list is public, as llama-server leaves it; the rest needs the key.
+  EXPECT_EQ(curl(srv.port(), "/v1/models", "", "-H 'X-Api-Key: nope'").status, 200);
+  EXPECT_EQ(curl(srv.port(), "/props", "", "-H 'X-Api-Key: nope'").status, 401);
+  EXPECT_EQ(curl(srv.port(), "/props").status, 401);
   const json props = curl(srv.port(), "/props", "", "-H 'Authorization: Bearer k3y'").j();
   EXPECT_EQ(props["default_generation_settings"]["n_ctx"], 2048);
   EXPECT_EQ(props["total_slots"], 3);
@@ -1273,7 +1300,7 @@ TEST_F(ServerTest, JsonSchemaRepliesValidateForEverySeedAndTemperature) {
         bool done = false;
         for (const auto& e : sse_events(r.body, &done)) {
           if (e["choices"].empty()) continue;
-          if (e["choices"][0]["delta"].contains("content")) text += e["choices"][0]["delta"]["content"].get<std::string>();
+          text += delta_text(e["choices"][0]);
           if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
         }
         EXPECT_TRUE(done);

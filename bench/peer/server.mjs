@@ -19,7 +19,7 @@ import { getLlama, JinjaTemplateChatWrapper, LlamaLogLevel } from "node-llama-cp
 import http from "node:http";
 import path from "node:path";
 
-// warmstart's fallback for models without a template (src/engine/prompt.cpp, render_chatml).
+// warmstart's fallback for models without a template (src/chat/chat_prompt.cpp, render_chatml).
 const CHATML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + " +
   "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 

@@ -26,7 +26,7 @@ int32_t CheckpointPolicy::min_gap(const ReuseTraits& traits) const {
 std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, int32_t to,
                                                                  std::span<const int32_t> message_ends,
                                                                  std::span<const int32_t> media_ends,
-                                                                 int32_t min_gap) const {
+                                                                 int32_t min_gap, int32_t keep) const {
   std::vector<std::pair<int32_t, Boundary>> out;
   auto add = [&](int32_t p, Boundary b) {
     if (p > from && p <= to) out.emplace_back(p, b);
@@ -56,7 +56,8 @@ std::vector<std::pair<int32_t, Boundary>> CheckpointPolicy::plan(int32_t from, i
   int64_t next = INT64_MAX;
   for (auto it = out.rbegin(); it != out.rend(); ++it) {
     const bool near_from = it->first - from < min_gap && it->first != to;
-    if ((next - it->first >= min_gap && !near_from) || it->second == Boundary::media) {
+    const bool kept = it->second == Boundary::media || (it->first == keep && it->first != to);
+    if ((next - it->first >= min_gap && !near_from) || kept) {
       spaced.push_back(*it);
       next = it->first;
     }
@@ -141,6 +142,19 @@ Hit PrefixCache::acquire(uint64_t model_id, std::span<const Token> prompt, const
                                     std::to_string(hit.reuse) + (traits.can_truncate ? "" : " (state cannot be cut back)");
   }
   return hit;
+}
+
+std::vector<std::shared_ptr<const Snapshot>> PrefixCache::checkpoints_along(uint64_t model_id,
+                                                                          std::span<const Token> tokens) {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<const Snapshot>> out;
+  auto rit = roots_.find(model_id);
+  if (rit == roots_.end()) return out;
+  const Walk w = walk(*rit->second, tokens);
+  for (Node* n = w.deepest; n; n = n->parent)
+    if (n->checkpoint && n->depth <= w.matched) out.push_back(n->checkpoint);
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 void PrefixCache::pin(Node& node, Hit& hit, int32_t reuse) {

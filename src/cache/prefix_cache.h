@@ -66,9 +66,11 @@ struct CheckpointPolicy {
   // serves a regeneration, the end of a reply an edit of the next message), and none but
   // the frontier lies closer than min_gap after `from` (the point this turn restored,
   // itself a checkpoint: the end of a short reply is that close to the frontier before
-  // it). Media boundaries are always kept (they save an image encode).
+  // it). Media boundaries are always kept (they save an image encode), and so is the
+  // message end `keep` (-1: none; see TurnRequest::keep_message_end).
   std::vector<std::pair<int32_t, Boundary>> plan(int32_t from, int32_t to, std::span<const int32_t> message_ends,
-                                                 std::span<const int32_t> media_ends, int32_t min_gap = 0) const;
+                                                 std::span<const int32_t> media_ends, int32_t min_gap = 0,
+                                                 int32_t keep = -1) const;
 };
 
 class PrefixCache {
@@ -85,6 +87,9 @@ class PrefixCache {
   void release(const Hit& hit);
   // Stores a checkpoint for `prefix` (= the tokens the state has consumed, in order).
   void put(uint64_t model_id, std::span<const Token> prefix, Snapshot snapshot, Boundary kind);
+  // Every checkpoint taken after a prefix of `tokens`, shallowest first (slot save); not
+  // counted as a lookup.
+  std::vector<std::shared_ptr<const Snapshot>> checkpoints_along(uint64_t model_id, std::span<const Token> tokens);
   // Drops a checkpoint that failed to restore (corrupted): the turn then runs cold.
   void reject(const Hit& hit);
   void record_turn(int32_t reused, int32_t computed, double restore_ms, double checkpoint_ms);

@@ -7,6 +7,7 @@
 
 #include "chat/builtins.h"
 #include "chat/interpreter.h"
+#include "chat/percent_format.h"
 #include "chat/text.h"
 
 namespace ws::chat {
@@ -103,6 +104,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, const Int
     return Value(s + t);
   }
   if (a.is_undefined()) fail_undefined(a);
+  // Before the check of b: Python formats str % Undefined as str(Undefined), i.e. "".
+  if (op == "%" && a.is_string()) return Value(percent_format(a.as_string(), b, in.options().max_output_bytes));
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
   if (op == "+") {
@@ -123,7 +126,6 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, const Int
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(a, int_of(b), in);
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(b, int_of(a), in);
   }
-  if (op == "%" && a.is_string()) throw ValueError{"printf-style '%' string formatting is not supported"};
   unsupported(op, a, b);
 }
 

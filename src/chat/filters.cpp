@@ -40,8 +40,11 @@ int64_t int_arg(const CallArgs& a, size_t pos, const char* name, int64_t def) {
   throw ValueError{std::string("argument '") + name + "' must be an integer, not " + v.type_name()};
 }
 
-// Jinja's make_attrgetter: "a.b.0" looks up item by item (subscript semantics).
-Value lookup_path(Interpreter& in, const Value& item, const std::string& path) {
+// Jinja's make_attrgetter: "a.b.0" looks up item by item (subscript semantics); an
+// integer attribute is one subscript (map(attribute=-1) takes each item's last element).
+Value lookup_path(Interpreter& in, const Value& item, const Value& attribute) {
+  if (attribute.is_int()) return in.get_item(item, attribute);
+  const std::string path = to_str(attribute);
   Value cur = item;
   size_t start = 0;
   for (;;) {
@@ -77,18 +80,10 @@ Value f_join(Interpreter& in, const Value& v, CallArgs& a) {
   for (const Value& item : iterate(v)) {
     if (!first) out += sep;
     first = false;
-    out += to_str(attr.is_none() ? item : lookup_path(in, item, to_str(attr)));
+    out += to_str(attr.is_none() ? item : lookup_path(in, item, attr));
     in.check_size(out.size());
   }
   return Value(std::move(out));
-}
-
-Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
-  const Value indent = arg(a, 1, "indent", Value(nullptr));
-  std::optional<int> ind;
-  if (indent.is_int()) ind = static_cast<int>(std::clamp<int64_t>(indent.as_int(), 0, 64));
-  else if (!indent.is_none()) throw ValueError{"tojson: indent must be an integer"};
-  return Value(to_json_text(v, ind, arg(a, 3, "sort_keys", Value(false)).truthy()));
 }
 
 Value f_trim(Interpreter&, const Value& v, CallArgs& a) {
@@ -182,8 +177,8 @@ Value f_dictsort(Interpreter&, const Value& v, CallArgs& a) {
 // select / reject / selectattr / rejectattr share this.
 Value select_impl(Interpreter& in, const Value& v, CallArgs& a, bool by_attr, bool keep_if) {
   size_t next = 0;
-  std::string attr;
-  if (by_attr) attr = to_str(arg(a, next++, "attribute", Value("")));
+  Value attr;
+  if (by_attr) attr = arg(a, next++, "attribute", Value(""));
   const bool has_test = next < a.positional.size();
   const std::string test = has_test ? to_str(a.positional[next]) : "";
   CallArgs test_args;
@@ -214,7 +209,7 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
   if (!attribute.is_none()) {
     const Value def = arg(a, 99, "default", Value());
     for (const Value& item : iterate(v)) {
-      Value r = lookup_path(in, item, to_str(attribute));
+      Value r = lookup_path(in, item, attribute);
       out.push_back(r.is_undefined() && !def.is_undefined() ? def : r);
     }
     return Value::list(std::move(out));
@@ -339,7 +334,7 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& a) {
   const Value attr = arg(a, 1, "attribute", Value(nullptr));
   std::vector<Value> out, seen;
   for (const Value& item : iterate(v)) {
-    const Value key = fold(attr.is_none() ? item : lookup_path(in, item, to_str(attr)), cs);
+    const Value key = fold(attr.is_none() ? item : lookup_path(in, item, attr), cs);
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return values_equal(s, key); })) {
       seen.push_back(key);
       out.push_back(item);
@@ -353,7 +348,7 @@ Value f_sort(Interpreter& in, const Value& v, CallArgs& a) {
   const bool cs = arg(a, 1, "case_sensitive", Value(false)).truthy();
   const Value attr = arg(a, 2, "attribute", Value(nullptr));
   std::vector<Value> items = iterate(v);
-  auto key = [&](const Value& x) { return fold(attr.is_none() ? x : lookup_path(in, x, to_str(attr)), cs); };
+  auto key = [&](const Value& x) { return fold(attr.is_none() ? x : lookup_path(in, x, attr), cs); };
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     return reverse ? values_less(key(y), key(x)) : values_less(key(x), key(y));
   });
@@ -403,7 +398,7 @@ Value f_sum(Interpreter& in, const Value& v, CallArgs& a) {
   const Value attr = arg(a, 0, "attribute", Value(nullptr));
   Value total = arg(a, 1, "start", Value(0));
   for (const Value& item : iterate(v))
-    total = binary_op("+", total, attr.is_none() ? item : lookup_path(in, item, to_str(attr)), in);
+    total = binary_op("+", total, attr.is_none() ? item : lookup_path(in, item, attr), in);
   return total;
 }
 
@@ -412,7 +407,7 @@ Value min_max(Interpreter& in, const Value& v, CallArgs& a, bool want_max) {
   const Value attr = arg(a, 1, "attribute", Value(nullptr));
   std::vector<Value> items = iterate(v);
   if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
-  auto key = [&](const Value& x) { return fold(attr.is_none() ? x : lookup_path(in, x, to_str(attr)), cs); };
+  auto key = [&](const Value& x) { return fold(attr.is_none() ? x : lookup_path(in, x, attr), cs); };
   Value best = items[0];
   for (size_t i = 1; i < items.size(); ++i)
     if (want_max ? values_less(key(best), key(items[i])) : values_less(key(items[i]), key(best))) best = items[i];
@@ -448,12 +443,10 @@ Value f_center(Interpreter&, const Value& v, CallArgs& a) {
   return Value(std::string(left, ' ') + s + std::string(total - left, ' '));
 }
 
-}  // namespace
-
-Value apply_filter(Interpreter& in, const std::string& name, const Value& base, CallArgs& args) {
+const std::unordered_map<std::string, FilterFn>& filter_table() {
   static const std::unordered_map<std::string, FilterFn> filters = {
       {"default", f_default}, {"d", f_default}, {"length", f_length}, {"count", f_length},
-      {"list", f_list}, {"join", f_join}, {"tojson", f_tojson}, {"trim", f_trim},
+      {"list", f_list}, {"join", f_join}, {"trim", f_trim},
       {"upper", f_upper}, {"lower", f_lower}, {"title", f_title}, {"capitalize", f_capitalize},
       {"replace", f_replace}, {"first", f_first}, {"last", f_last}, {"items", f_items},
       {"dictsort", f_dictsort}, {"select", f_select}, {"reject", f_reject}, {"selectattr", f_selectattr},
@@ -463,8 +456,20 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& base, 
       {"batch", f_batch}, {"sum", f_sum}, {"min", f_min}, {"max", f_max}, {"escape", f_escape},
       {"e", f_escape}, {"forceescape", f_escape}, {"attr", f_attr}, {"center", f_center},
   };
+  return filters;
+}
+
+}  // namespace
+
+bool has_filter(const std::string& name) { return filter_table().count(name) != 0 || is_extra_filter(name); }
+
+Value apply_filter(Interpreter& in, const std::string& name, const Value& base, CallArgs& args) {
+  const auto& filters = filter_table();
   const auto it = filters.find(name);
-  if (it == filters.end()) throw ValueError{"no filter named '" + name + "'"};
+  if (it == filters.end()) {
+    if (std::optional<Value> v = apply_extra_filter(in, name, base, args)) return std::move(*v);
+    throw ValueError{"no filter named '" + name + "'"};
+  }
   return it->second(in, base, args);
 }
 

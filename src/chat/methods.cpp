@@ -294,6 +294,8 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallAr
       {"eq", "eq"}, {"equalto", "eq"}, {"==", "eq"}, {"ne", "ne"}, {"!=", "ne"}, {"lt", "lt"}, {"lessthan", "lt"},
       {"<", "lt"}, {"le", "le"}, {"<=", "le"}, {"gt", "gt"}, {"greaterthan", "gt"}, {">", "gt"}, {"ge", "ge"}, {">=", "ge"}};
   if (auto it = cmp.find(name); it != cmp.end()) return compare_test(it->second, v, arg(a, 0, "other"));
+  if (name == "filter") return v.is_string() && has_filter(v.as_string());
+  if (name == "test") return v.is_string() && has_test(v.as_string());
   throw ValueError{"no test named '" + name + "'"};
 }
 
@@ -308,8 +310,10 @@ Value method_of(const Value& obj, const std::string& name) {
   }
   if (k == Kind::string) {
     const auto& names = str_methods();
-    if (std::find(names.begin(), names.end(), name) == names.end()) return Value();
     std::string s = obj.as_string();
+    if (is_extra_str_method(name))
+      return Value::function("str." + name, [s, name](Interpreter&, CallArgs& a) { return extra_str_method(s, name, a); });
+    if (std::find(names.begin(), names.end(), name) == names.end()) return Value();
     return Value::function("str." + name, [s, name](Interpreter& in, CallArgs& a) { return str_method(s, name, in, a); });
   }
   if (k == Kind::dict && (name == "items" || name == "keys" || name == "values" || name == "get" || name == "copy"))

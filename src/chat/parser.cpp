@@ -579,12 +579,11 @@ class Parser {
       idx.push_back(parse_subscribed());
     } while (accept_op(","));
     expect_op("]");
-    if (idx.empty()) fail_at(at, "empty subscript");
     auto e = make<Expr>(ExprKind::get_item, at);
     e->args.push_back(std::move(node));
     if (idx.size() == 1) {
       e->args.push_back(std::move(idx[0]));
-    } else {
+    } else {  // a[x, y] and a[] subscript with a tuple (the empty one for a[]), as Jinja does
       auto t = make<Expr>(ExprKind::tuple, at);
       t->args = std::move(idx);
       e->args.push_back(std::move(t));

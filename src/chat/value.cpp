@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <tuple>
 
 #include "chat/text.h"
 
@@ -161,9 +162,30 @@ void repr_into(std::string& out, const Value& v, bool top) {
   }
 }
 
-void json_string(std::string& out, const std::string& s) {
+void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   static const char* hex = "0123456789abcdef";
   out.push_back('"');
+  if (ensure_ascii) {  // json.dumps escapes each non-ASCII code point; bytes below stay as they are
+    auto flush_u16 = [&](unsigned u) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out.push_back(hex[(u >> shift) & 0xF]);
+    };
+    for (char32_t cp : text::decode(s)) {
+      if (cp < 0x80) {
+        std::string one(1, static_cast<char>(cp));
+        std::string esc;
+        json_string(esc, one, false);
+        out.append(esc, 1, esc.size() - 2);
+      } else if (cp < 0x10000) {
+        flush_u16(static_cast<unsigned>(cp));
+      } else {
+        flush_u16(0xD800 + ((static_cast<unsigned>(cp) - 0x10000) >> 10));
+        flush_u16(0xDC00 + ((static_cast<unsigned>(cp) - 0x10000) & 0x3FF));
+      }
+    }
+    out.push_back('"');
+    return;
+  }
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
@@ -179,7 +201,7 @@ void json_string(std::string& out, const std::string& s) {
           out += "\\u00";
           out.push_back(hex[c >> 4]);
           out.push_back(hex[c & 0xF]);
-        } else {
+        } else if (c < 0x80 || !ensure_ascii) {
           out.push_back(ch);
         }
     }
@@ -202,6 +224,10 @@ struct JsonWriter {
   std::optional<int> indent;
   bool sort_keys;
   std::string out;
+  bool ensure_ascii = false;
+  // Python's defaults: ", " between items (plain "," when indenting) and ": " after keys.
+  std::string item_sep = indent ? "," : ", ";
+  std::string key_sep = ": ";
 
   void newline(int depth) {
     out.push_back('\n');
@@ -219,7 +245,7 @@ struct JsonWriter {
         out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : float_repr(d);
         return;
       }
-      case Kind::string: json_string(out, v.as_string()); return;
+      case Kind::string: json_string(out, v.as_string(), ensure_ascii); return;
       case Kind::list: write_list(v.as_list()->items, depth); return;
       case Kind::dict: write_dict(*v.as_dict(), depth); return;
       default: throw ValueError{"Object of type " + v.type_name() + " is not JSON serializable"};
@@ -233,7 +259,7 @@ struct JsonWriter {
     }
     out.push_back('[');
     for (size_t i = 0; i < items.size(); ++i) {
-      if (i) out += indent ? "," : ", ";
+      if (i) out += item_sep;
       if (indent) newline(depth + 1);
       write(items[i], depth + 1);
     }
@@ -252,10 +278,10 @@ struct JsonWriter {
       std::stable_sort(entries.begin(), entries.end(), [](auto& a, auto& b) { return a.first < b.first; });
     out.push_back('{');
     for (size_t i = 0; i < entries.size(); ++i) {
-      if (i) out += indent ? "," : ", ";
+      if (i) out += item_sep;
       if (indent) newline(depth + 1);
-      json_string(out, entries[i].first);
-      out += ": ";
+      json_string(out, entries[i].first, ensure_ascii);
+      out += key_sep;
       write(*entries[i].second, depth + 1);
     }
     if (indent) newline(depth);
@@ -362,7 +388,13 @@ bool values_less(const Value& a, const Value& b) {
 }
 
 std::string to_json_text(const Value& v, std::optional<int> indent, bool sort_keys) {
-  JsonWriter w{indent, sort_keys, {}};
+  return to_json_text(v, JsonOptions{indent, sort_keys, false, std::nullopt});
+}
+
+std::string to_json_text(const Value& v, const JsonOptions& options) {
+  JsonWriter w{options.indent, options.sort_keys, {}};
+  w.ensure_ascii = options.ensure_ascii;
+  if (options.separators) std::tie(w.item_sep, w.key_sep) = *options.separators;
   w.write(v, 0);
   return std::move(w.out);
 }

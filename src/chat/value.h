@@ -137,6 +137,16 @@ bool values_less(const Value& a, const Value& b);
 // default separators (", ", ": ") or (",", ": ") when indented. Throws ValueError for
 // values JSON cannot hold (Undefined, callables).
 std::string to_json_text(const Value& v, std::optional<int> indent, bool sort_keys = false);
+// The rest of json.dumps' options, as Hugging Face's tojson passes them: ensure_ascii
+// (non-ASCII as \uXXXX, astral code points as surrogate pairs) and explicit separators
+// (item, key), which replace the defaults above.
+struct JsonOptions {
+  std::optional<int> indent;
+  bool sort_keys = false;
+  bool ensure_ascii = false;
+  std::optional<std::pair<std::string, std::string>> separators;
+};
+std::string to_json_text(const Value& v, const JsonOptions& options);
 
 // JSON -> Value; objects keep their order (ordered_json) or their sorted order (json).
 Value from_json(const nlohmann::ordered_json& j);

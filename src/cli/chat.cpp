@@ -12,12 +12,11 @@
 #include <functional>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/chat_history.h"
 #include "cli/commands.h"
-#include "chat/prompt.h"
 #include "cli/common.h"
 #include "engine/prompt.h"
 #include "engine/turn.h"
@@ -58,25 +57,15 @@ class ChatSession {
         tok_(*m.tokenizer),
         cache_(size_t((o.budget_mb < 0 ? default_cache_budget_mb() : o.budget_mb) * 1024 * 1024)),
         pool_(o.threads),
-        engine_(*m.model, *m.tokenizer, &cache_, engine_options(o), pool_) {
-    if (m.file.find("tokenizer.chat_template")) {
-      try {
-        tmpl_ = chat::ChatTemplate::parse(m.file.get_string("tokenizer.chat_template"));
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "warning: the model's chat template does not parse (%s); using ChatML\n", e.what());
-      }
-    }
-    reset();
-  }
+        engine_(*m.model, *m.tokenizer, &cache_, engine_options(o), pool_),
+        history_(m.file.find("tokenizer.chat_template") ? m.file.get_string("tokenizer.chat_template") : "",
+                 *m.tokenizer, o.system) {}
 
-  void reset() {
-    history_ = nlohmann::json::array();
-    if (!o_.system.empty()) history_.push_back({{"role", "system"}, {"content", o_.system}});
-  }
+  void reset() { history_.reset(); }
 
   // Runs one user turn; `on_text` receives the reply's text as it is generated.
   std::string turn(const std::string& user, const std::function<void(const std::string&)>& on_text) {
-    history_.push_back({{"role", "user"}, {"content", user}});
+    history_.add("user", user);
     TurnRequest req = prompt_fitting_context();
     req.max_tokens = o_.max_tokens;
     req.sampling = o_.sampling;
@@ -93,7 +82,7 @@ class ChatSession {
     });
     if (on_text && !pending.empty()) on_text(pending);
     const std::string reply = tok_.decode(res.generated);
-    history_.push_back({{"role", "assistant"}, {"content", reply}});
+    history_.add("assistant", reply);
     last_ = res;
     return reply;
   }
@@ -108,24 +97,14 @@ class ChatSession {
     return eo;
   }
 
-  // The history through the model's chat template (ChatML when it has none).
-  RenderedText render() const {
-    if (!tmpl_) return render_chatml(history_, /*add_generation_prompt=*/true);
-    nlohmann::json extra = {{"add_generation_prompt", true}};
-    if (tok_.bos() >= 0) extra["bos_token"] = tok_.token_to_piece(tok_.bos(), true);
-    if (tok_.eos() >= 0) extra["eos_token"] = tok_.token_to_piece(tok_.eos(), true);
-    chat::RenderedPrompt p = chat::render_chat(*tmpl_, history_, extra);
-    return {std::move(p.text), std::move(p.message_ends)};
-  }
-
   // Renders the history, dropping the oldest exchanges while the prompt and the reply
   // would not fit the context.
   TurnRequest prompt_fitting_context() {
-    const size_t first = o_.system.empty() ? 0 : 1;  // the system message is always kept
     for (;;) {
-      const RenderedText r = render();
+      const chat::RenderedPrompt r = history_.render();
       PromptTokens p = tokenize_prompt(tok_, r.text, r.message_ends);
-      if (int64_t(p.tokens.size()) + o_.max_tokens <= o_.ctx || history_.size() <= first + 1) {
+      // Keep the prompt when it fits; else drop an exchange and render again, unless none is left.
+      if (int64_t(p.tokens.size()) + o_.max_tokens <= o_.ctx || !history_.drop_oldest_exchange()) {
         if (int64_t(p.tokens.size()) + 1 > o_.ctx)
           throw std::runtime_error("the message has " + std::to_string(p.tokens.size()) +
                                    " tokens; the context holds " + std::to_string(o_.ctx) + " (raise -c)");
@@ -134,8 +113,6 @@ class ChatSession {
         req.message_ends = std::move(p.message_ends);
         return req;
       }
-      // Forget the oldest user/assistant exchange.
-      history_.erase(history_.begin() + long(first), history_.begin() + long(first + 2));
     }
   }
 
@@ -144,8 +121,7 @@ class ChatSession {
   PrefixCache cache_;
   ThreadPool pool_;
   Engine engine_;
-  std::optional<chat::ChatTemplate> tmpl_;
-  nlohmann::json history_;
+  ChatHistory history_;
   TurnResult last_;
 };
 

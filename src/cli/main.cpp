@@ -3,9 +3,11 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/llama_server_flags.h"
 
 namespace {
 
@@ -30,8 +32,12 @@ int main(int argc, char** argv) {
       ws::cli::add_run(root), ws::cli::add_logits(root), ws::cli::add_tokenize(root),
       ws::cli::add_quantize(root), ws::cli::add_replay(root), ws::cli::add_chat(root), ws::cli::add_serve(root),
       ws::cli::add_bench(root)};
+  std::vector<std::string> args(argv, argv + argc);
+  if (argc > 1 && args[1] == "serve") args = ws::cli::expand_llama_server_short_flags(std::move(args));
+  std::vector<char*> arg_ptrs;  // [argc] pointers into args
+  for (auto& a : args) arg_ptrs.push_back(a.data());
   try {
-    root.parse(argc, argv);
+    root.parse(int(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return root.exit(e);
   }

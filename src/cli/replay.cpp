@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 
+#include "chat/chat_prompt.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "engine/replay.h"
@@ -34,8 +35,12 @@ int run_replay(const ReplayOptions& o) {
   eo.checkpoints = o.checkpoints.policy();
   ThreadPool pool(o.threads);
   Engine engine(*m.model, *m.tokenizer, &cache, eo, pool);
-  Replay replay(engine, *m.tokenizer, [](const nlohmann::json& msgs) { return render_chatml(msgs, true); }, o.verify,
-                o.ideal);
+  // Scripts are rendered as ChatML whatever the model's template (the benchmarks' format).
+  const auto chatml = [](const nlohmann::json& msgs) {
+    chat::RenderedPrompt r = chat::render_chatml(msgs, true);
+    return std::pair{std::move(r.text), std::move(r.message_ends)};
+  };
+  Replay replay(engine, *m.tokenizer, chatml, o.verify, o.ideal);
   std::string line;
   int line_no = 0;
   if (!o.json)

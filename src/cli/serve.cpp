@@ -12,6 +12,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "chat/builtin_templates.h"
+#include "cli/llama_server_flags.h"
 #include "server/chat_format.h"
 #include "server/http_server.h"
 #include "server/slot_pool.h"
@@ -21,9 +23,11 @@ namespace ws::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model, host = "127.0.0.1", chat_template, api_key, mmproj, alias, cors_origin;
-  std::string reasoning_format = "auto", pooling = "mean";
-  bool allow_local_files = false;
+  std::string model, host = "127.0.0.1", chat_template, chat_template_file, api_key, mmproj, alias, cors_origin;
+  std::string reasoning_format = "auto", pooling = "mean", slot_save_path;
+  bool allow_local_files = false, embeddings = false, reranking = false;
+  int n_predict = -1, ubatch = 512;
+  LlamaServerExtras extras;
   double image_cache_mb = 256;  // encoded image embeddings kept for later turns
   int port = 8080;
   int parallel = 1;
@@ -68,20 +72,65 @@ class ShutdownOnSignal {
   std::thread waiter_;
 };
 
+// The template's source and how the startup line names it: --chat-template-file FILE, or
+// --chat-template as llama-server takes it (a built-in template's name, else the template
+// text itself; an existing file is read, as warmstart always did), else the model's own.
+std::pair<std::string, std::string> chat_template_source(const ServeOptions& o, const gguf::File& model) {
+  if (!o.chat_template_file.empty()) return {read_file(o.chat_template_file), o.chat_template_file};
+  if (o.chat_template.empty()) return {model.get_string("tokenizer.chat_template"), "the model's"};
+  if (const std::string* builtin = chat::builtin_chat_template(o.chat_template))
+    return {*builtin, "built-in " + o.chat_template};
+  if (std::filesystem::is_regular_file(o.chat_template)) return {read_file(o.chat_template), o.chat_template};
+  if (o.chat_template.find("{%") == std::string::npos && o.chat_template.find("{{") == std::string::npos) {
+    std::string names;
+    for (const auto& n : chat::builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+    throw std::runtime_error("--chat-template '" + o.chat_template +
+                             "' is neither a built-in template (" + names + "), a file, nor Jinja text");
+  }
+  return {o.chat_template, "given inline"};
+}
+
+// What /v1/models reports of the model.
+server::ModelMeta model_meta(const LoadedModel& m, bool vision) {
+  server::ModelMeta meta;
+  const std::string kind = m.file.get_string("tokenizer.ggml.model");
+  meta.vocab_type = kind == "llama" ? 1 : kind == "gpt2" ? 2 : kind == "bert" ? 3 : kind == "t5" ? 4 : 0;
+  meta.n_vocab = m.tokenizer->n_vocab();
+  meta.n_ctx_train = m.model->config().n_ctx_train;
+  meta.n_embd = m.model->config().n_embd;
+  for (const auto& t : m.file.tensors()) meta.n_params += t.n_elements(), meta.size_bytes += int64_t(t.nbytes);
+  meta.vision = vision;
+  return meta;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t b = 0; b <= s.size();) {
+    const size_t e = std::min(s.find(',', b), s.size());
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
 int run_serve(const ServeOptions& o) {
+  if (o.reranking)
+    throw std::runtime_error("--reranking: warmstart has no reranking models yet (llama-server's /rerank needs a "
+                             "model with a classification head, pooling type rank)");
   ShutdownOnSignal signals;
   server::bound_allocator_retention();  // memory of large requests goes back to the system
   const std::string model_path = o.model.empty() ? embedded_model_path() : o.model;
   LoadedModel m = load(model_path);
-  const std::string tmpl_source =
-      o.chat_template.empty() ? m.file.get_string("tokenizer.chat_template") : read_file(o.chat_template);
+  const auto [tmpl_source, tmpl_label] = chat_template_source(o, m.file);
   const server::ChatFormatter chat(tmpl_source, *m.tokenizer);
+  for (const auto& note : o.extras.notes) std::fprintf(stderr, "warmstart serve: %s\n", note.c_str());
 
   const double budget_mb = o.budget_mb < 0 ? default_cache_budget_mb() : o.budget_mb;
   PrefixCache cache(size_t(budget_mb * 1024 * 1024));
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
   eo.memory.kv_type = o.kv.type();
+  eo.n_ubatch = o.ubatch;
   eo.checkpoints = o.checkpoints.policy();
   const int threads_per_slot = std::max(1, o.threads / o.parallel);
   server::SlotPool slots(*m.model, *m.tokenizer, &cache, eo, o.parallel, threads_per_slot, o.queue);
@@ -104,10 +153,14 @@ int run_serve(const ServeOptions& o) {
   cfg.host = o.host;
   cfg.port = o.port;
   cfg.api_key = o.api_key;
-  cfg.model_name = o.alias.empty() ? std::filesystem::path(model_path).filename().string() : o.alias;
+  cfg.aliases = split_commas(o.alias);
+  cfg.model_name = cfg.aliases.empty() ? std::filesystem::path(model_path).filename().string() : cfg.aliases[0];
+  cfg.model_meta = model_meta(m, vis != nullptr);
+  cfg.n_predict = o.n_predict;
+  cfg.slot_save_path = o.slot_save_path;
   cfg.model_path = model_path;
   cfg.chat_template = tmpl_source;
-  cfg.cors_origin = o.cors_origin;
+  cfg.cors_origins = split_commas(o.cors_origin);
   cfg.reasoning_format = server::parse_reasoning_format(o.reasoning_format);
   cfg.pooling = server::parse_pooling(o.pooling);
   cfg.n_ctx = o.ctx;
@@ -122,8 +175,7 @@ int run_serve(const ServeOptions& o) {
                "warmstart serve: listening on http://%s:%d (model %s, %d slots x %d threads, context %d, "
                "cache budget %.0f MiB, chat template: %s, images: %s)\n",
                o.host.c_str(), port, cfg.model_name.c_str(), o.parallel, threads_per_slot, o.ctx, budget_mb,
-               chat.uses_model_template() ? (o.chat_template.empty() ? "the model's" : o.chat_template.c_str())
-                                          : "ChatML (the model has none)",
+               chat.uses_model_template() ? tmpl_label.c_str() : "ChatML (the model has none)",
                vis ? vision::projector_name(vis->model().hparams().projector) : "no (no --mmproj)");
   std::fflush(stderr);
   signals.start(srv);
@@ -150,18 +202,33 @@ Command add_serve(CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   add_checkpoint_options(app, o->checkpoints);
   app->add_option("--queue", o->queue, "requests that may wait for a slot; more get 503")->check(CLI::NonNegativeNumber);
-  app->add_option("--chat-template,--chat-template-file", o->chat_template,
-                  "Jinja chat template file (default: the model's own)");
+  app->add_option("--chat-template", o->chat_template,
+                  "chat template: a built-in's name (chatml, llama3, ...), a file, or the Jinja text itself "
+                  "(default: the model's own)");
+  app->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template file");
   app->add_option("--api-key", o->api_key,
-                  "require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (all routes but /health)");
-  app->add_option("--alias", o->alias, "model name reported by /v1/models and in replies (default: the file's name)");
+                  "require 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' (all routes but /health and /v1/models)");
+  app->add_option("--alias", o->alias,
+                  "model name reported by /v1/models and in replies (default: the file's name); a,b,c: several "
+                  "names, the first one reported");
+  app->add_option("-n,--predict,--n-predict", o->n_predict,
+                  "tokens a reply may have when the request sets no limit (-1: until the context is full)")
+      ->check(CLI::Range(-1, 1 << 30));
+  app->add_option("--ubatch-size", o->ubatch, "prompt tokens per forward pass (alias -ub; default 512)")
+      ->check(CLI::Range(1, 1 << 16));
+  app->add_option("--slot-save-path", o->slot_save_path,
+                  "folder for POST /slots/ID?action=save|restore (default: those actions are refused)");
+  app->add_flag("--embedding,--embeddings", o->embeddings,
+                "accepted as llama-server takes it; /v1/embeddings is always served");
+  app->add_flag("--reranking,--rerank", o->reranking, "refused: no reranking models are supported yet");
   app->add_option("--reasoning-format", o->reasoning_format,
                   "thinking blocks: none (left in content), deepseek or auto (moved to reasoning_content; default auto)")
       ->check(CLI::IsMember({"none", "deepseek", "auto"}));
   app->add_option("--pooling", o->pooling, "/v1/embeddings: mean or last (token) pooling of the final hidden state")
       ->check(CLI::IsMember({"mean", "last"}));
-  app->add_option("--cors-origin", o->cors_origin,
-                  "send Access-Control-Allow-Origin: ORIGIN ('*': any) and answer OPTIONS preflights (default: off)");
+  app->add_option("--cors-origin,--cors-origins", o->cors_origin,
+                  "origins allowed to call from a browser (a,b,c or '*'): Access-Control-Allow-Origin and OPTIONS "
+                  "preflights (default: off)");
   app->add_option("--mmproj", o->mmproj, "vision projector GGUF: accept image_url content parts");
   app->add_option("--image-cache-mb", o->image_cache_mb, "encoded-image cache in MiB (with --mmproj)")
       ->check(CLI::NonNegativeNumber);
@@ -187,20 +254,11 @@ Command add_serve(CLI::App& root) {
   app->add_option("--max-image-decodes", o->max_image_decodes,
                   "images decoded at once in the whole server (each holds width x height x 3 bytes; default 2)")
       ->check(CLI::Range(1, 256));
-  // Whatever CLI11 did not take must be llama-server's -np N; anything else is an error.
+  // Whatever CLI11 did not take must be one of llama-server's flags (llama_server_flags.h).
   app->allow_extras();
   return {app, [o, app] {
-            const std::vector<std::string> rest = app->remaining();
-            for (size_t i = 0; i < rest.size(); i += 2) {
-              if (rest[i] != "-np") throw std::runtime_error("serve: unknown option or argument '" + rest[i] + "'");
-              int n = 0;
-              try {
-                n = i + 1 < rest.size() ? std::stoi(rest[i + 1]) : 0;
-              } catch (const std::exception&) {
-              }
-              if (n <= 0) throw std::runtime_error("serve: -np needs a positive number of slots");
-              o->parallel = n;
-            }
+            o->extras = parse_llama_server_extras(app->remaining());
+            if (o->extras.kv_type) o->kv.name = *o->extras.kv_type;
             return run_serve(*o);
           }};
 }

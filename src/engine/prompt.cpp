@@ -1,23 +1,6 @@
 #include "engine/prompt.h"
 
-#include <stdexcept>
-
 namespace ws {
-
-RenderedText render_chatml(const nlohmann::json& messages, bool add_generation_prompt) {
-  RenderedText r;
-  for (const auto& m : messages) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw std::invalid_argument("each message needs a string 'role'");
-    const std::string role = m["role"].get<std::string>();
-    std::string content;
-    if (m.contains("content") && m["content"].is_string()) content = m["content"].get<std::string>();
-    r.text += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
-    r.message_ends.push_back(r.text.size());
-  }
-  if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
-  return r;
-}
 
 PromptTokens tokenize_prompt(const Tokenizer& tok, const std::string& text, std::span<const size_t> byte_ends) {
   PromptTokens p;

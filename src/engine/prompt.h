@@ -1,7 +1,8 @@
-// From chat messages to prompt tokens with message boundaries (for checkpoint placement).
+// From rendered prompt text to prompt tokens with message boundaries (for checkpoint
+// placement). The rendering itself is src/chat/'s (chat/chat_prompt.h), a layer the
+// engine does not use: it takes the text and the byte offsets where messages end.
 #pragma once
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -9,15 +10,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace ws {
-
-struct RenderedText {
-  std::string text;
-  std::vector<size_t> message_ends;  // byte offsets where each message ends
-};
-
-// ChatML (<|im_start|>role\ncontent<|im_end|>\n ...), the fixtures' template; used when a
-// model has no template of its own.
-RenderedText render_chatml(const nlohmann::json& messages, bool add_generation_prompt);
 
 struct PromptTokens {
   std::vector<Token> tokens;

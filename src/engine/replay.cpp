@@ -73,8 +73,8 @@ ReplayTurn Replay::run(const nlohmann::json& line) {
   ReplayTurn out;
   out.turn = int(generated_text_.size()) + 1;
   out.conversation = line.value("conversation", std::string("default"));
-  const RenderedText rendered = render_(resolve_messages(line.value("messages", nlohmann::json())));
-  PromptTokens prompt = tokenize_prompt(tok_, rendered.text, rendered.message_ends);
+  const auto [text, byte_ends] = render_(resolve_messages(line.value("messages", nlohmann::json())));
+  PromptTokens prompt = tokenize_prompt(tok_, text, byte_ends);
   TurnRequest req;
   req.prompt = std::move(prompt.tokens);
   req.message_ends = std::move(prompt.message_ends);

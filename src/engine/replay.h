@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/prompt.h"
@@ -31,7 +32,9 @@ struct ReplayTurn {
   nlohmann::json to_json() const;
 };
 
-using ChatRenderer = std::function<RenderedText(const nlohmann::json& messages)>;
+// messages -> the prompt text and the byte offset where each message ends in it. A pair,
+// not chat::RenderedPrompt: the engine does not use the chat layer (src/layers.txt).
+using ChatRenderer = std::function<std::pair<std::string, std::vector<size_t>>(const nlohmann::json& messages)>;
 
 class Replay {
  public:

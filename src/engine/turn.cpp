@@ -135,7 +135,8 @@ Boundary Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, s
                         PreparedSnapshotMemory& memory, TurnResult& res) {
   const int32_t n = int32_t(req.prompt.size());
   // The plan ends at the frontier n (always in it, from < n), taken by the caller.
-  auto plan = opt_.checkpoints.plan(from, n, req.message_ends, req.media_ends, opt_.checkpoints.min_gap(traits_));
+  auto plan = opt_.checkpoints.plan(from, n, req.message_ends, req.media_ends, opt_.checkpoints.min_gap(traits_),
+                                    req.keep_message_end);
   const Boundary frontier = plan.back().second;
   plan.pop_back();
   // A checkpoint inside a bidirectional chunk would split it (its rows see each other).
@@ -306,6 +307,7 @@ TurnResult Engine::run_samples(const TurnRequest& req, const SampleSink& sink) {
   res.computed = int32_t(seq.size()) - res.reused + computed_elsewhere;
   if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms, res.checkpoint_ms + res.frontier_ms);
   res.total_ms = ms_since(t0);
+  last_sequence_ = seq;
   return res;
 }
 

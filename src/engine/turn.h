@@ -51,6 +51,12 @@ struct TurnRequest {
   std::vector<MediaChunk> media;      // sorted by pos0, non-overlapping, inside the prompt
   std::vector<int32_t> message_ends;  // token positions where a message's rendering ends
   std::vector<int32_t> media_ends;    // token positions right after an image
+  // A message end checkpointed however close it lies to the frontier (-1: none). Chat
+  // templates that write thinking blocks re-render the generation prompt and the reply
+  // differently once the conversation goes on (the block is dropped from the history), so
+  // the next turn diverges right after the last message: without a checkpoint there, a
+  // model with recurrent layers would recompute the whole last turn.
+  int32_t keep_message_end = -1;
   int32_t max_tokens = 128;
   SamplingParams sampling;
   // > 1: that many replies to one prompt computation. Reply i continues from an exact fork
@@ -101,6 +107,11 @@ class Engine {
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return opt_; }
   ThreadPool& pool() const { return pool_; }
+  // The tokens the last turn's first reply left in its state (prompt and reply tokens fed):
+  // what llama-server calls a slot's cache (GET /slots, slot save). The states themselves
+  // live in the shared prefix cache.
+  const std::vector<Token>& last_sequence() const { return last_sequence_; }
+  void set_last_sequence(std::vector<Token> tokens) { last_sequence_ = std::move(tokens); }  // slot restore, erase
 
  private:
   // Restores the cache hit into `state` (or leaves it fresh); returns tokens reused.
@@ -130,6 +141,7 @@ class Engine {
   // on every core its page faults slowed mamba2's warm turns 1.2-1.9x (2 vCPUs), so there it
   // prepares only the checkpoints inside the prompt, which would fault on the TTFT path.
   const bool spare_core_;
+  std::vector<Token> last_sequence_;
 };
 
 }  // namespace ws

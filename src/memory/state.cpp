@@ -87,6 +87,10 @@ uint64_t hash_bytes(const void* data, size_t n, uint64_t seed) {
   return mix64(h ^ tail);
 }
 
+uint64_t page_checksum(const KvPage& page) {
+  return hash_bytes(page.v.data(), page.v.size(), hash_bytes(page.k.data(), page.k.size()));
+}
+
 uint64_t LayerSnapshot::compute_checksum() const {
   uint64_t h = hash_bytes(bytes.data(), bytes.size(),
                           hash_values({uint64_t(kind), uint64_t(position), uint64_t(first_position), shape_tag}));
@@ -152,7 +156,7 @@ void FullKvState::seal_tail() {
     transpose_heads(src->data(), dst->data(), size_t(page_size_), size_t(page_size_), size_t(n_kv_heads_),
                     head_bytes, true);
   }
-  page->checksum = hash_bytes(page->v.data(), page->v.size(), hash_bytes(page->k.data(), page->k.size()));
+  page->checksum = page_checksum(*page);
   sealed_.push_back(std::move(page));
   tail_ = KvPage{};
 }

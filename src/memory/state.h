@@ -37,8 +37,9 @@ struct MemoryOptions {
 struct KvPage {
   std::vector<uint8_t> k;  // f32 or f16, layout as above
   std::vector<uint8_t> v;  // f32 or f16, layout as above
-  uint64_t checksum = 0;   // of k and v, set when the page is sealed (full, immutable)
+  uint64_t checksum = 0;   // of k and v (page_checksum), set when the page is sealed (full, immutable)
 };
+uint64_t page_checksum(const KvPage& page);
 
 // The saved state of one layer. Full pages are shared by reference; everything else is a
 // copy. Isolated: nothing done to the live state afterwards can change it.

@@ -153,4 +153,8 @@ std::vector<Json> ReplyStreamer::push(const std::string& text) {
 
 std::vector<Json> ReplyStreamer::finish() { return diff(parse_reply(syn_, text_, false)); }
 
+void keep_last_message_end(const TemplateDialect& d, TurnRequest& turn) {
+  if (!d.reasoning.open.empty() && !turn.message_ends.empty()) turn.keep_message_end = turn.message_ends.back();
+}
+
 }  // namespace ws::server

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/turn.h"
 #include "grammar/grammar.h"
 #include "server/tool_calls.h"
 
@@ -29,6 +30,11 @@ struct ChatOptions {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
   ReasoningFormat reasoning = ReasoningFormat::auto_;
 };
+
+// Templates that write thinking blocks drop them from the history, so the next turn
+// diverges right after the last message: mark that end to be checkpointed
+// (TurnRequest::keep_message_end). Every chat route calls it on its turn.
+void keep_last_message_end(const TemplateDialect& d, TurnRequest& turn);
 
 // `server_reasoning`: --reasoning-format, which a request's reasoning_format overrides.
 ChatOptions parse_chat_options(const nlohmann::ordered_json& body, const nlohmann::ordered_json& tools,

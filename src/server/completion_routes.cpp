@@ -14,41 +14,53 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   const Json body = parse_body(req.body);
   ChatRequest cr = parse_chat_request(body, cfg_.allow_local_files);
   const ChatOptions opts = parse_chat_options(body, cr.tools, cfg_.reasoning_format);
-  const RenderedText text = chat_.render(cr.messages, cr.tools, opts.template_kwargs);
+  const chat::RenderedPrompt text = chat_.render(cr.messages, cr.tools, opts.template_kwargs);
+  ChatTurn t = prepare_chat_turn(cr, opts, text, "messages");
   ResponseMeta meta = make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model);
+  meta.reply = t.reply;
+  respond(req, res, std::move(meta), std::move(t.turn), cr.gen, std::move(t.lease));
+}
+
+Server::ChatTurn Server::prepare_chat_turn(ChatRequest& cr, const ChatOptions& opts, const chat::RenderedPrompt& text,
+                                           const char* param) {
+  ChatTurn t;
   // Tools and reasoning: how the reply is split up, and (tool_choice required / named)
   // the grammar that makes it a call.
-  meta.reply = reply_syntax(chat_.dialect(), opts, cr.tools, text.text);
+  t.reply = reply_syntax(chat_.dialect(), opts, cr.tools, text.text);
   // A response_format / grammar decides the whole reply: none of it is thinking.
-  if (cr.gen.grammar) meta.reply.reasoning = {}, meta.reply.starts_in_reasoning = false;
-  if (auto forced = forced_call_grammar(meta.reply, opts, cr.tools, cr.gen.grammar != nullptr)) cr.gen.grammar = forced;
-  prompt_guard_.check(text.text, cfg_.n_ctx, "messages");  // far too long: refused before tokenizing
+  if (cr.gen.grammar) t.reply.reasoning = {}, t.reply.starts_in_reasoning = false;
+  if (auto forced = forced_call_grammar(t.reply, opts, cr.tools, cr.gen.grammar != nullptr)) cr.gen.grammar = forced;
+  prompt_guard_.check(text.text, cfg_.n_ctx, param);  // far too long: refused before tokenizing
   // Images are decoded only once the request holds a slot (the waiting line holds bytes,
   // never pixels), under the per-request pixel budget and the bound on concurrent decodes;
   // they are encoded only if the turn must compute their positions.
-  std::optional<SlotPool::Lease> lease;
-  if (!cr.images.empty()) lease.emplace(slots_.acquire());
-  TurnRequest turn = cr.images.empty()
-                         ? make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, "messages")
-                         : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx,
-                                                   request_image_decoder(decode_gate_, cfg_.max_image_pixels));
-  respond(req, res, std::move(meta), std::move(turn), cr.gen, std::move(lease));
+  if (!cr.images.empty()) t.lease.emplace(slots_.acquire());
+  t.turn = cr.images.empty() ? make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, param)
+                             : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx,
+                                                       request_image_decoder(decode_gate_, cfg_.max_image_pixels));
+  keep_last_message_end(chat_.dialect(), t.turn);
+  if (cr.gen.grammar)
+    t.turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(cr.gen.grammar, grammar_vocab_.get());
+  if (!t.lease) t.lease.emplace(slots_.acquire());
+  return t;
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const CompletionRequest cr = parse_completion_request(parse_body(req.body));
   prompt_guard_.check(cr.prompt, cfg_.n_ctx, "prompt");  // far too long: refused before tokenizing
-  TurnRequest turn = make_turn_request(tok_, RenderedText{cr.prompt, {}}, cr.gen, cfg_.n_ctx, "prompt");
+  TurnRequest turn = make_turn_request(tok_, chat::RenderedPrompt{cr.prompt, {}}, cr.gen, cfg_.n_ctx, "prompt");
   respond(req, res, make_meta(ApiKind::text, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model), std::move(turn), cr.gen);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,
                      const GenerationOptions& gen, std::optional<SlotPool::Lease> lease) {
   // response_format / grammar: the sampler keeps every reply inside the grammar.
-  if (gen.grammar) turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(gen.grammar, grammar_vocab_.get());
+  if (gen.grammar && !turn.sampling.constraint) turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(gen.grammar, grammar_vocab_.get());
   // Waits in line for a slot (503 at once when the line is full) before any byte is sent,
   // so a refused request still gets a proper status.
   if (!lease) lease.emplace(slots_.acquire());
+  // --n-predict: the reply length of a request that sets none.
+  if (gen.max_tokens <= 0 && cfg_.n_predict >= 0) turn.max_tokens = std::min(turn.max_tokens, std::max(1, cfg_.n_predict));
   meta.logprobs = gen.logprobs >= 0;
   if (gen.stream) {
     meta.include_usage = gen.include_usage;

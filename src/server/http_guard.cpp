@@ -99,7 +99,7 @@ std::optional<ApiError> check_framing(httplib::Request& req, size_t max_body) {
     const std::string te = lower_trimmed(req.get_header_value("Transfer-Encoding"));
     if (te != "chunked")
       return ApiError(501, "Transfer-Encoding '" + te + "' is not supported: send the body with Content-Length or "
-                      "'Transfer-Encoding: chunked'", "invalid_request_error", "", "unsupported_transfer_encoding");
+                      "'Transfer-Encoding: chunked'", "not_supported_error", "", "unsupported_transfer_encoding");
     if (n_length > 0)
       return bad_request("the request has both Transfer-Encoding and Content-Length: send only one", "",
                          "invalid_framing");
@@ -337,7 +337,7 @@ std::optional<ApiError> Admissions::enter(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   if (total_ >= limits_.max_connections)
     return ApiError(503, "the server has " + std::to_string(total_) + " open connections, its limit (serve "
-                    "--max-connections); retry later", "server_error", "", "too_many_connections");
+                    "--max-connections); retry later", "unavailable_error", "", "too_many_connections");
   int& mine = by_address_[address];
   if (limits_.max_connections_per_client > 0 && mine >= limits_.max_connections_per_client)
     return ApiError(429, "too many open connections from " + address + " (at most " +

@@ -17,9 +17,13 @@ using json = nlohmann::ordered_json;
 // Routes we count by name; everything else is "other" so a scanner cannot blow up the
 // label set of /metrics.
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
-                            "/detokenize", "/apply-template", "/props"})
-    if (path == known) return known;
+  // Each route is counted under the path it was called by (with or without /v1).
+  const std::string p = path.starts_with("/v1/") ? path.substr(3) : path;
+  for (const char* known : {"/chat/completions", "/completions", "/models", "/embeddings", "/embedding", "/health",
+                            "/metrics", "/tokenize", "/detokenize", "/apply-template", "/props", "/completion",
+                            "/infill", "/messages", "/messages/count_tokens", "/responses", "/slots"})
+    if (p == known) return path;
+  if (p.starts_with("/slots/")) return "/slots/{id}";
   return "other";
 }
 
@@ -48,12 +52,24 @@ void Server::send_error(httplib::Response& res, const ApiError& e) {
 }
 
 bool Server::authorized(const httplib::Request& req) const {
-  if (cfg_.api_key.empty() || req.path == "/health") return true;
+  // The routes llama-server leaves public: health checks and the model list.
+  if (cfg_.api_key.empty()) return true;
+  for (const char* open : {"/health", "/v1/health", "/models", "/v1/models"})
+    if (req.path == open) return true;
   // X-Api-Key as llama-server also takes it, for clients that cannot set Authorization.
   if (req.has_header("X-Api-Key")) return same_secret(req.get_header_value("X-Api-Key"), cfg_.api_key);
   const std::string auth = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   return auth.starts_with(prefix) && same_secret(auth.substr(prefix.size()), cfg_.api_key);
+}
+
+std::string Server::allowed_origin(const httplib::Request& req) const {
+  const std::string origin = req.get_header_value("Origin");
+  for (const auto& allowed : cfg_.cors_origins) {
+    if (allowed == "*") return "*";
+    if (allowed == origin) return origin;
+  }
+  return "";
 }
 
 void Server::install_routes() {
@@ -74,17 +90,18 @@ void Server::install_routes() {
   http_->set_pre_routing_handler([this](const Request& req, Response& res) {
     // The connection guard's verdict on the request's framing comes first (its body is
     // unread; the guard closes the connection after the answer).
-    if (!cfg_.cors_origin.empty()) {
+    const std::string origin = allowed_origin(req);
+    if (!origin.empty()) {
       // On every answer, errors included, so a browser page can read why it failed.
-      res.set_header("Access-Control-Allow-Origin", cfg_.cors_origin);
-      if (cfg_.cors_origin != "*") res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Allow-Origin", origin);
+      if (origin != "*") res.set_header("Vary", "Origin");
     }
     if (const auto refused = http_->refusal(req)) {
       send_error(res, *refused);
       return httplib::Server::HandlerResponse::Handled;
     }
     // A preflight carries no credentials: it is answered before the key check.
-    if (req.method == "OPTIONS" && !cfg_.cors_origin.empty()) {
+    if (req.method == "OPTIONS" && !origin.empty()) {
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
@@ -93,7 +110,7 @@ void Server::install_routes() {
     }
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, ApiError(401, "invalid or missing API key: send 'Authorization: Bearer <key>' or 'X-Api-Key: <key>'",
-                             "invalid_request_error", "", "invalid_api_key"));
+                             "authentication_error", "", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
   http_->Get("/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
@@ -114,8 +131,20 @@ void Server::install_routes() {
   http_->Post("/v1/messages", guard(&Server::handle_messages));
   http_->Post("/v1/messages/count_tokens", guard(&Server::handle_count_tokens));
   http_->Post("/v1/responses", guard(&Server::handle_responses));
+  http_->Post("/responses", guard(&Server::handle_responses));
   http_->Post("/completion", guard(&Server::handle_completion));
   http_->Post("/infill", guard(&Server::handle_infill));
+  // llama-server routes whose feature warmstart lacks: its 501 "not supported" answer,
+  // not a 404, so a client can tell a missing feature from a wrong path.
+  auto unsupported = [this](const std::string& what) {
+    return [this, what](const Request&, Response& res) {
+      send_error(res, ApiError(501, what, "not_supported_error"));
+    };
+  };
+  for (const char* path : {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
+    http_->Post(path, unsupported("reranking is not supported: warmstart runs no reranking models yet"));
+  http_->Get("/lora-adapters", unsupported("LoRA adapters are not supported"));
+  http_->Post("/lora-adapters", unsupported("LoRA adapters are not supported"));
   http_->Get("/slots", guard(&Server::handle_slots));
   http_->Post(R"(/slots/(\d+))", guard(&Server::handle_slot_action));
   http_->set_error_handler([this](const Request& req, Response& res) {
@@ -127,7 +156,8 @@ void Server::install_routes() {
       return;
     }
     const std::string what = res.status == 404 ? "no route " + req.method + " " + req.path : "request failed";
-    send_error(res, ApiError(res.status, what, "invalid_request_error", "", res.status == 404 ? "not_found" : ""));
+    if (res.status == 404) send_error(res, ApiError(404, what, "not_found_error", "", "not_found"));
+    else send_error(res, ApiError(res.status, what, "invalid_request_error"));
   });
   http_->set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
@@ -145,8 +175,32 @@ void Server::install_routes() {
 }
 
 void Server::handle_models(const httplib::Request&, httplib::Response& res) {
-  const json model = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "warmstart"}};
-  res.set_content(dump_json({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+  // OpenAI's list in "data" (with llama-server's meta and aliases), and llama-server's
+  // Ollama-style "models" list beside it.
+  const ModelMeta& mm = cfg_.model_meta;
+  const json meta = {{"vocab_type", mm.vocab_type}, {"n_vocab", mm.n_vocab},   {"n_ctx_train", mm.n_ctx_train},
+                     {"n_embd", mm.n_embd},           {"n_params", mm.n_params}, {"size", mm.size_bytes}};
+  json aliases = json::array();
+  for (const auto& a : cfg_.aliases) aliases.push_back(a);
+  const json data = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "warmstart"},
+                     {"aliases", aliases},    {"meta", meta}};
+  json capabilities = json::array({"completion"});
+  if (mm.vision) capabilities.push_back("multimodal");
+  const json ollama = {{"name", cfg_.model_name},
+                       {"model", cfg_.model_name},
+                       {"modified_at", ""},
+                       {"size", ""},
+                       {"digest", ""},
+                       {"type", "model"},
+                       {"description", ""},
+                       {"tags", json::array({""})},
+                       {"capabilities", capabilities},
+                       {"parameters", ""},
+                       {"details", {{"parent_model", ""}, {"format", "gguf"}, {"family", ""},
+                                    {"families", json::array({""})}, {"parameter_size", ""},
+                                    {"quantization_level", ""}}}};
+  res.set_content(dump_json({{"models", json::array({ollama})}, {"object", "list"}, {"data", json::array({data})}}),
+                  "application/json");
 }
 
 void Server::handle_metrics(const httplib::Request&, httplib::Response& res) {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cache/prefix_cache.h"
 #include "server/chat_format.h"
@@ -29,11 +30,22 @@ namespace ws::server {
 class ApiError;
 class GuardedHttpServer;
 
+// What /v1/models reports of the model (llama-server's "meta").
+struct ModelMeta {
+  int vocab_type = 0;  // llama.cpp's numbering: 1 SPM (tokenizer "llama"), 2 BPE ("gpt2"), 3 WPM, 4 UGM
+  int64_t n_vocab = 0, n_ctx_train = 0, n_embd = 0;
+  int64_t n_params = 0;    // elements of every tensor
+  int64_t size_bytes = 0;  // bytes of the tensors' data
+  bool vision = false;     // --mmproj given
+};
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;          // 0: any free port (the chosen one is returned by bind())
   std::string api_key;      // empty: no authentication
   std::string model_name;   // listed by /v1/models, echoed when a request names none
+  std::vector<std::string> aliases;  // --alias a,b,c: every name the model answers to (model_name first)
+  ModelMeta model_meta;
   int32_t n_ctx = 4096;
   // Timeouts and caps of the connection layer; connection threads come from
   // max_connections, not from the slots, so idle sockets cannot hold back /health.
@@ -41,9 +53,10 @@ struct ServerConfig {
   bool allow_local_files = false;  // file:// image URLs are read (--allow-local-files)
   std::string model_path;     // reported by /props
   std::string chat_template;  // the template's source, reported by /props (empty: ChatML)
-  // --cors-origin: sent as Access-Control-Allow-Origin on every response, OPTIONS preflights
-  // answered with 204; empty: no CORS headers (browsers on other origins are refused).
-  std::string cors_origin;
+  // --cors-origins: origins whose pages may call the server ("*": any). A request from one
+  // of them gets Access-Control-Allow-Origin on every answer, and its OPTIONS preflights a
+  // 204; empty: no CORS headers (browsers on other origins are refused).
+  std::vector<std::string> cors_origins;
   ReasoningFormat reasoning_format = ReasoningFormat::auto_;  // --reasoning-format
   Pooling pooling = Pooling::mean;                             // --pooling (/v1/embeddings)
   // Decoded pixels one request's images may have in all (--max-image-pixels; more is 413),
@@ -73,6 +86,7 @@ class Server {
  private:
   void install_routes();
   bool authorized(const httplib::Request& req) const;
+  std::string allowed_origin(const httplib::Request& req) const;  // empty: no CORS headers
   void handle_models(const httplib::Request& req, httplib::Response& res);
   void handle_metrics(const httplib::Request& req, httplib::Response& res);
   void handle_chat(const httplib::Request& req, httplib::Response& res);
@@ -86,6 +100,9 @@ class Server {
   // anthropic_routes.cpp: POST /v1/messages, POST /v1/messages/count_tokens (Anthropic Messages API)
   void handle_messages(const httplib::Request& req, httplib::Response& res);
   void handle_count_tokens(const httplib::Request& req, httplib::Response& res);
+  void run_messages(const httplib::Request& req, httplib::Response& res);
+  void stream_messages(httplib::Response& res, SlotPool::Lease&& lease, ResponseMeta meta, TurnRequest turn,
+                       std::vector<std::string> stop);
   // responses_routes.cpp: POST /v1/responses (OpenAI Responses API)
   void handle_responses(const httplib::Request& req, httplib::Response& res);
   // native_routes.cpp: llama-server's native POST /completion and POST /infill
@@ -94,6 +111,17 @@ class Server {
   // slot_routes.cpp: GET /slots, POST /slots/{id}?action=save|restore|erase
   void handle_slots(const httplib::Request& req, httplib::Response& res);
   void handle_slot_action(const httplib::Request& req, httplib::Response& res);
+  // What every chat-shaped route (chat completions, Anthropic Messages, Responses) does
+  // with a parsed and rendered conversation: the reply syntax and forced-call grammar
+  // (`cr.gen.grammar` may be set), the length guard, the turn (images decoded only on a
+  // held slot) and the slot, taken before any byte is sent (503 when the line is full).
+  struct ChatTurn {
+    ReplySyntax reply;
+    TurnRequest turn;
+    std::optional<SlotPool::Lease> lease;
+  };
+  ChatTurn prepare_chat_turn(ChatRequest& cr, const ChatOptions& opts, const chat::RenderedPrompt& text,
+                             const char* param);
   // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
   // `lease`: the slot a request with images took before decoding them; empty: taken here.
   void respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,

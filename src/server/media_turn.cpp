@@ -84,7 +84,7 @@ std::vector<int32_t> media_message_ends(const Tokenizer& tok, const vision::Visi
 }
 
 TurnRequest make_media_turn_request(const Tokenizer& tok, const VisionSupport& vision, std::mutex& encode_mu,
-                                    const RenderedText& prompt, std::span<const std::vector<uint8_t>> images,
+                                    const chat::RenderedPrompt& prompt, std::span<const std::vector<uint8_t>> images,
                                     const GenerationOptions& gen, int32_t n_ctx, const vision::ImageDecoder& decode) {
   if (!vision.context)
     throw bad_request("this server has no vision projector: start it with --mmproj FILE to send images", "messages",

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "chat/prompt.h"
 #include "engine/prompt.h"
 #include "engine/turn.h"
 #include "server/openai_request.h"
@@ -27,7 +28,7 @@ struct VisionSupport {
 // count mismatch and a prompt longer than the context are ApiError 400; images over the
 // pixel budget `decode` applies are 413. `decode`: empty = vision::decode_image.
 TurnRequest make_media_turn_request(const Tokenizer& tok, const VisionSupport& vision, std::mutex& encode_mu,
-                                    const RenderedText& prompt, std::span<const std::vector<uint8_t>> images,
+                                    const chat::RenderedPrompt& prompt, std::span<const std::vector<uint8_t>> images,
                                     const GenerationOptions& gen, int32_t n_ctx,
                                     const vision::ImageDecoder& decode = {});
 

@@ -11,13 +11,10 @@
 #include "vision/media.h"
 
 namespace ws::server {
-namespace {
+
+namespace fields {
 
 using json = Json;
-
-// Deep enough for any request (tool schemas included), shallow enough for every
-// recursive walk over the value (copies, templates, dumps) to stay far from the stack's end.
-constexpr int kMaxJsonDepth = 64;
 
 const char* type_name(const json& v) {
   switch (v.type()) {
@@ -70,6 +67,17 @@ bool get_bool(const json& body, const char* name, bool def) {
   if (!v->is_boolean()) throw wrong_type(name, "a boolean", *v);
   return v->get<bool>();
 }
+
+}  // namespace fields
+
+namespace {
+
+using json = Json;
+using namespace fields;
+
+// Deep enough for any request (tool schemas included), shallow enough for every
+// recursive walk over the value (copies, templates, dumps) to stay far from the stack's end.
+constexpr int kMaxJsonDepth = 64;
 
 std::vector<std::string> get_stop(const json& body) {
   const json* v = field(body, "stop");
@@ -152,16 +160,19 @@ void refuse_unsupported(const json& body, std::initializer_list<const char*> nam
   }
 }
 
-// Fields shared by /v1/chat/completions and /v1/completions.
-GenerationOptions parse_generation(const json& body, const char* max_tokens_field) {
+}  // namespace
+
+GenerationOptions parse_generation(const json& body, const char* max_tokens_field, bool openai_lengths) {
   GenerationOptions g;
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw wrong_type("model", "a string", *m);
     g.model = m->get<std::string>();
   }
   // Each reply past the first holds its own fork of the state (KV included), hence a cap.
-  g.n = int32_t(get_int(body, "n", 1, 1, kMaxChoices));
-  g.max_tokens = int32_t(get_int(body, "max_tokens", -1, 1, INT32_MAX));
+  if (openai_lengths) {
+    g.n = int32_t(get_int(body, "n", 1, 1, kMaxChoices));
+    g.max_tokens = int32_t(get_int(body, "max_tokens", -1, 1, INT32_MAX));
+  }
   if (max_tokens_field) g.max_tokens = int32_t(get_int(body, max_tokens_field, g.max_tokens, 1, INT32_MAX));
   SamplingParams& s = g.sampling;
   s.temperature = float(get_number(body, "temperature", s.temperature, 0, 2));
@@ -194,6 +205,8 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
   }
   return g;
 }
+
+namespace {
 
 // Content parts become one string (chat templates expect strings): text parts joined by
 // newlines, each image_url part replaced by vision::kMediaMarker at its spot, its bytes

@@ -8,6 +8,7 @@
 
 #include "engine/sampling.h"
 #include "grammar/grammar.h"
+#include "server/api_error.h"
 
 namespace ws::server {
 
@@ -43,6 +44,24 @@ struct CompletionRequest {
   std::string prompt;
   GenerationOptions gen;
 };
+
+// Typed readers of request fields, shared by the OpenAI and llama-server parsers. A null
+// field counts as absent (as in OpenAI's API); a wrong type or a value out of [lo, hi] is
+// a 400 naming the field.
+namespace fields {
+const char* type_name(const Json& v);
+ApiError wrong_type(const std::string& field, const char* expected, const Json& got);
+const Json* field(const Json& body, const char* name);  // nullptr when absent or null
+double get_number(const Json& body, const char* name, double def, double lo, double hi);
+int64_t get_int(const Json& body, const char* name, int64_t def, int64_t lo, int64_t hi);
+bool get_bool(const Json& body, const char* name, bool def);
+}  // namespace fields
+
+// The sampling, stop, grammar, stream and model fields every text-generating route shares.
+// `max_tokens_field`: a second name for max_tokens (chat: max_completion_tokens).
+// `openai_lengths`: read OpenAI's `n` and `max_tokens` (llama-server's /completion reads
+// its own n_predict / max_tokens, with other ranges).
+GenerationOptions parse_generation(const Json& body, const char* max_tokens_field, bool openai_lengths = true);
 
 // Parses a request body; malformed JSON or a non-object is a 400.
 Json parse_body(const std::string& body);

@@ -148,7 +148,8 @@ json completion_json(const ResponseMeta& m, std::span<const Completion> completi
 }
 
 json role_chunk(const ResponseMeta& m, int32_t index) {
-  return chunk_base(m, json::array({stream_choice(m, {{"role", "assistant"}, {"content", ""}}, "", nullptr, index)}));
+  // content null, as llama-server sends it: the role chunk carries no text.
+  return chunk_base(m, json::array({stream_choice(m, {{"role", "assistant"}, {"content", nullptr}}, "", nullptr, index)}));
 }
 
 json text_chunk(const ResponseMeta& m, const std::string& text, int32_t index, std::span<const TokenInfo> tokens,

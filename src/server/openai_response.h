@@ -41,7 +41,7 @@ nlohmann::ordered_json completion_json(const ResponseMeta& meta, std::span<const
 nlohmann::ordered_json chat_logprobs_json(std::span<const TokenInfo> tokens);
 nlohmann::ordered_json text_logprobs_json(std::span<const TokenInfo> tokens, size_t offset);
 
-// Streaming chunks. `role_chunk` (chat only): the first chunk of a choice, delta {role, content: ""}.
+// Streaming chunks. `role_chunk` (chat only): the first chunk of a choice, delta {role, content: null}.
 // `index`: the choice; `tokens`/`offset`: logprobs of this text when meta.logprobs.
 nlohmann::ordered_json role_chunk(const ResponseMeta& meta, int32_t index = 0);
 nlohmann::ordered_json text_chunk(const ResponseMeta& meta, const std::string& text, int32_t index = 0,

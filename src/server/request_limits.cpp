@@ -32,11 +32,11 @@ void PromptLengthGuard::check(std::string_view text, int32_t n_ctx, const char* 
   if (int64_t(text.size()) <= limit) return;
   const int64_t counted = non_space_bytes(text);
   if (counted <= limit) return;
-  throw bad_request("this model's context holds " + std::to_string(n_ctx) + " tokens, but the prompt has at least " +
-                        std::to_string((counted + max_bytes_per_token_ - 1) / max_bytes_per_token_) + " tokens (" +
-                        std::to_string(text.size()) + " bytes; refused before tokenizing); shorten it or start the " +
-                        "server with a larger -c",
-                    param, "context_length_exceeded");
+  const int64_t at_least = (counted + max_bytes_per_token_ - 1) / max_bytes_per_token_;
+  throw context_exceeded("this model's context holds " + std::to_string(n_ctx) + " tokens, but the prompt has at least " +
+                             std::to_string(at_least) + " tokens (" + std::to_string(text.size()) +
+                             " bytes; refused before tokenizing); shorten it or start the server with a larger -c",
+                         param, at_least, n_ctx);
 }
 
 void ImageDecodeGate::enter() {

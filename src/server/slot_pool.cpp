@@ -20,25 +20,40 @@ SlotPool::Lease::~Lease() {
   if (slot_) pool_->release(slot_);
 }
 
-SlotPool::Lease SlotPool::acquire() {
+SlotPool::Lease SlotPool::acquire(int slot_id) {
+  if (slot_id >= size())
+    throw bad_request("slot " + std::to_string(slot_id) + " does not exist: this server has " +
+                          std::to_string(size()) + " (--parallel)",
+                      "id_slot", "invalid_value");
   std::unique_lock<std::mutex> lock(mu_);
-  if (n_busy_ == size() && n_waiting_ >= queue_limit_)
+  auto free = [&] { return slot_id < 0 ? n_busy_ < size() : !slots_[size_t(slot_id)]->busy; };
+  if (!free() && n_waiting_ >= queue_limit_)
     throw ApiError(503,
-                   "the server is busy: all " + std::to_string(size()) + " slots are in use and " +
-                       std::to_string(n_waiting_) + " requests are waiting (--queue " + std::to_string(queue_limit_) +
-                       "); retry later",
-                   "server_error", "", "server_busy");
+                   "the server is busy: " + (slot_id < 0 ? "all " + std::to_string(size()) + " slots are" :
+                                                           "slot " + std::to_string(slot_id) + " is") +
+                       " in use and " + std::to_string(n_waiting_) + " requests are waiting (--queue " +
+                       std::to_string(queue_limit_) + "); retry later",
+                   "unavailable_error", "", "server_busy");
   ++n_waiting_;
-  cv_.wait(lock, [&] { return n_busy_ < size(); });
+  cv_.wait(lock, free);
   --n_waiting_;
   for (auto& s : slots_) {
-    if (!s->busy) {
+    if (!s->busy && (slot_id < 0 || s->id == slot_id)) {
       s->busy = true;
       ++n_busy_;
       return Lease(this, s.get());
     }
   }
-  throw std::logic_error("slot accounting is inconsistent");  // unreachable: n_busy_ < size()
+  throw std::logic_error("slot accounting is inconsistent");  // unreachable: free() held
+}
+
+std::vector<SlotPool::SlotInfo> SlotPool::info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SlotInfo> out;
+  // An idle slot's engine runs nothing while the lock is held (a lease needs it first).
+  for (const auto& s : slots_)
+    out.push_back({s->id, s->busy, s->busy ? std::vector<Token>{} : s->engine->last_sequence()});
+  return out;
 }
 
 void SlotPool::release(Slot* slot) {
@@ -47,7 +62,7 @@ void SlotPool::release(Slot* slot) {
     slot->busy = false;
     --n_busy_;
   }
-  cv_.notify_one();
+  cv_.notify_all();  // waiters for one particular slot may be among them
 }
 
 int SlotPool::busy() const {

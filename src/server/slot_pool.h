@@ -44,9 +44,16 @@ class SlotPool {
     Slot* slot_;
   };
 
-  // Waits for a free slot. Throws ApiError(503) at once when queue_limit requests are
-  // already waiting.
-  Lease acquire();
+  // Waits for a free slot (`slot_id` >= 0: that one; a 400 when it does not exist). Throws
+  // ApiError(503) at once when queue_limit requests are already waiting.
+  Lease acquire(int slot_id = -1);
+
+  struct SlotInfo {
+    int id = 0;
+    bool busy = false;
+    std::vector<Token> tokens;  // idle: the sequence its last turn left (Engine::last_sequence)
+  };
+  std::vector<SlotInfo> info() const;
 
   int size() const { return int(slots_.size()); }
   int busy() const;

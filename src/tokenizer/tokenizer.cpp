@@ -108,6 +108,17 @@ constexpr std::array<std::string_view, 15> k_eog_texts = {
 constexpr std::array<std::string_view, 4> k_fim_pad_texts = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"};
 constexpr std::array<std::string_view, 5> k_fim_rep_texts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                                              "<REPO>", "<reponame>"};
+// FIM prefix/suffix/middle texts llama.cpp recognises (Qwen, StarCoder-style, Granite,
+// DeepSeek, CodeLlama, GLM-4.5).
+constexpr std::array<std::string_view, 7> k_fim_pre_texts = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
+    "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>"};
+constexpr std::array<std::string_view, 7> k_fim_suf_texts = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>",
+    "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>"};
+constexpr std::array<std::string_view, 7> k_fim_mid_texts = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+    "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>"};
 
 bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
@@ -143,7 +154,8 @@ void Tokenizer::load_common(const gguf::File& f, Token default_bos, Token defaul
 
 void Tokenizer::read_special_ids(const gguf::File& f) {
   const size_t n = pieces_.size();
-  Token eom = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
+  Token eom = -1;
+  fim_ = {};
   auto read_id = [&](const char* key, Token& id) {
     const int64_t v = f.get_int(key, -1);
     if (v >= 0 && uint64_t(v) < n) id = Token(v);
@@ -153,9 +165,16 @@ void Tokenizer::read_special_ids(const gguf::File& f) {
   read_id("tokenizer.ggml.eos_token_id", eos_);
   read_id("tokenizer.ggml.eot_token_id", eot_);
   read_id("tokenizer.ggml.eom_token_id", eom);
-  read_id("tokenizer.ggml.fim_pad_token_id", fim_pad);
-  read_id("tokenizer.ggml.fim_rep_token_id", fim_rep);
-  read_id("tokenizer.ggml.fim_sep_token_id", fim_sep);
+  read_id("tokenizer.ggml.fim_pre_token_id", fim_.pre);
+  read_id("tokenizer.ggml.fim_suf_token_id", fim_.suf);
+  read_id("tokenizer.ggml.fim_mid_token_id", fim_.mid);
+  // llama.cpp's older names for the first three.
+  if (fim_.pre < 0) read_id("tokenizer.ggml.prefix_token_id", fim_.pre);
+  if (fim_.suf < 0) read_id("tokenizer.ggml.suffix_token_id", fim_.suf);
+  if (fim_.mid < 0) read_id("tokenizer.ggml.middle_token_id", fim_.mid);
+  read_id("tokenizer.ggml.fim_pad_token_id", fim_.pad);
+  read_id("tokenizer.ggml.fim_rep_token_id", fim_.rep);
+  read_id("tokenizer.ggml.fim_sep_token_id", fim_.sep);
   add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", add_bos_);
   add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token", add_eos_);
   if (force_add_bos_) add_bos_ = true;  // llama.cpp's Gemma 4 workaround (its GGUFs say false)
@@ -181,17 +200,26 @@ void Tokenizer::read_special_ids(const gguf::File& f) {
   };
   find_first(k_eot_texts, eot_);
   find_first(std::array<std::string_view, 1>{"<|eom_id|>"}, eom);
-  find_first(k_fim_pad_texts, fim_pad);
-  find_first(k_fim_rep_texts, fim_rep);
-  find_first(std::array<std::string_view, 1>{"<|file_sep|>"}, fim_sep);
+  find_first(k_fim_pad_texts, fim_.pad);
+  find_first(k_fim_rep_texts, fim_.rep);
+  find_first(std::array<std::string_view, 1>{"<|file_sep|>"}, fim_.sep);
+  // Prefix/suffix/middle by text too, but keeping their token type: they are not
+  // end-of-generation tokens, and retyping them would change how prompts tokenize.
+  auto find_keeping_type = [&](const auto& texts, Token& id) {
+    for (std::string_view t : texts)
+      if (id < 0) id = text_to_token(t);
+  };
+  find_keeping_type(k_fim_pre_texts, fim_.pre);
+  find_keeping_type(k_fim_suf_texts, fim_.suf);
+  find_keeping_type(k_fim_mid_texts, fim_.mid);
 
   eog_.clear();
   auto add_eog = [&](Token id) {
     if (id >= 0 && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
   };
-  add_eog(fim_pad);
-  add_eog(fim_rep);
-  add_eog(fim_sep);
+  add_eog(fim_.pad);
+  add_eog(fim_.rep);
+  add_eog(fim_.sep);
   for (std::string_view t : k_eog_texts)
     if (Token id = text_to_token(t); id >= 0) {
       add_eog(id);

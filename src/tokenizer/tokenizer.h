@@ -17,6 +17,12 @@ namespace ws {
 
 using Token = int32_t;
 
+// Fill-in-the-middle tokens (-1: the model has none): prefix, suffix, middle, padding,
+// repository name and file separator.
+struct FimTokens {
+  Token pre = -1, suf = -1, mid = -1, pad = -1, rep = -1, sep = -1;
+};
+
 class Tokenizer {
  public:
   // Throws std::runtime_error naming the file and the unsupported model/pre value.
@@ -38,6 +44,7 @@ class Tokenizer {
   Token eot() const { return eot_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  const FimTokens& fim() const { return fim_; }
   bool is_eog(Token t) const;  // end of generation (eos, eot, eom and the like)
   bool is_control(Token t) const;
 
@@ -59,7 +66,7 @@ class Tokenizer {
   // add_space_prefix_, clean_spaces_ and force_add_bos_ first; GGUF keys override them
   // here. The default ids are llama.cpp's per tokenizer model (-1: none).
   void load_common(const gguf::File& f, Token default_bos, Token default_eos);
-  void read_special_ids(const gguf::File& f);     // bos/eos/eot ids, add_* flags, the EOG set
+  void read_special_ids(const gguf::File& f);     // bos/eos/eot/FIM ids, add_* flags, the EOG set
   void build_special_cache(const gguf::File& f);  // special_cache_ and the phi-3 rstrip flags
   // Splits `text` at special-token texts, longest first, as llama.cpp does: control and
   // unknown tokens only when parse_special, user-defined tokens always.
@@ -76,6 +83,7 @@ class Tokenizer {
   std::vector<Token> special_cache_;    // control/user-defined/unknown ids, longest text first
   std::unordered_map<std::string, Token, StringHash, std::equal_to<>> token_to_id_;
   Token bos_ = -1, eos_ = -1, eot_ = -1;
+  FimTokens fim_;
   std::vector<Token> eog_;
   bool add_bos_ = false, add_eos_ = false;
   bool force_add_bos_ = false;     // add_bos_ stays true whatever the GGUF says (Gemma 4)
