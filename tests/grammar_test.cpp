@@ -158,7 +158,7 @@ TEST(GrammarMatcher, MaskEqualsBruteForceAlongAWalk) {
   std::vector<uint8_t> mask;
   for (const int32_t tok : walk) {
     f->allowed(mask);
-    for (size_t t = 0; t < pieces.size(); ++t) EXPECT_EQ(mask[t] != 0, f->allows(int32_t(t))) << "token " << t;
+    for (size_t t = 0; t < pieces.size(); ++t) { EXPECT_EQ(mask[t] != 0, f->allows(int32_t(t))) << "token " << t; }
     ASSERT_TRUE(mask[size_t(tok)]) << "token " << tok << " (" << pieces[size_t(tok)] << ") refused";
     f->accept(tok);
   }
@@ -212,7 +212,7 @@ TEST(GrammarMatcher, RealVocabularyMaskEqualsPerTokenCheck) {
   ASSERT_EQ(vocab->size(), size_t(tok->n_vocab()));
   for (Token t = 0; t < tok->n_vocab(); ++t) {
     EXPECT_EQ(vocab->is_eog(t), tok->is_eog(t));
-    if (tok->is_control(t) || tok->is_eog(t)) EXPECT_TRUE(vocab->piece(t).empty()) << t;
+    if (tok->is_control(t) || tok->is_eog(t)) { EXPECT_TRUE(vocab->piece(t).empty()) << t; }
     else EXPECT_EQ(vocab->piece(t), tok->token_to_piece(t, false)) << t;
   }
   GrammarConstraint c(make(json_schema_to_gbnf(nlohmann::ordered_json::parse(
@@ -235,7 +235,7 @@ TEST(GrammarMatcher, RealVocabularyMaskEqualsPerTokenCheck) {
     filter->accept(text[i]);
   }
   // The object is complete: the end of generation is allowed.
-  if (tok->eos() >= 0 && tok->is_eog(tok->eos())) EXPECT_TRUE(filter->allows(tok->eos()));
+  if (tok->eos() >= 0 && tok->is_eog(tok->eos())) { EXPECT_TRUE(filter->allows(tok->eos())); }
 }
 
 // Cost of a full mask and of the check of one drawn token on a 150k-token vocabulary of
@@ -309,7 +309,7 @@ TEST(GrammarMatcher, MaskCostOnA150kVocabulary) {
     }
     std::printf("[mask] sample() %s: %.3f ms/token over %d tokens\n", constrained ? "with the grammar" : "unconstrained",
                 ms / std::max(n, 1), n);
-    if (constrained) EXPECT_TRUE(nlohmann::json::accept(text)) << text;
+    if (constrained) { EXPECT_TRUE(nlohmann::json::accept(text)) << text; }
   }
 }
 

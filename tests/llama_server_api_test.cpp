@@ -100,12 +100,18 @@ TEST(LlamaServerApi, NPredictIsTheDefaultReplyLength) {
   const json capped = curl(srv.port(), "/v1/chat/completions", body.dump()).j();
   ASSERT_TRUE(capped.contains("usage")) << capped;
   EXPECT_LE(capped["usage"]["completion_tokens"].get<int>(), 3);
-  if (capped["choices"][0]["finish_reason"] == "length") EXPECT_EQ(capped["usage"]["completion_tokens"], 3);
-  // A request's own limit wins.
+  if (capped["choices"][0]["finish_reason"] == "length") { EXPECT_EQ(capped["usage"]["completion_tokens"], 3); }
+  // llama-server's n_predict on the OpenAI routes, and a request's own limit wins.
+  json n_predict = body;
+  n_predict["n_predict"] = 2;
+  const json two = curl(srv.port(), "/v1/chat/completions", n_predict.dump()).j();
+  EXPECT_LE(two["usage"]["completion_tokens"].get<int>(), 2) << two;
+  n_predict["n_predict"] = 0;
+  EXPECT_EQ(curl(srv.port(), "/v1/chat/completions", n_predict.dump()).j()["error"]["param"], "n_predict");
   json longer = body;
   longer["max_tokens"] = 6;
   const json own = curl(srv.port(), "/v1/chat/completions", longer.dump()).j();
-  if (own["choices"][0]["finish_reason"] == "length") EXPECT_EQ(own["usage"]["completion_tokens"], 6);
+  if (own["choices"][0]["finish_reason"] == "length") { EXPECT_EQ(own["usage"]["completion_tokens"], 6); }
 }
 
 TEST(LlamaServerApi, FlagsAreTakenNotedOrRefusedByName) {

@@ -143,7 +143,7 @@ TEST_F(ResponsesTest, MaxOutputTokensMakesTheResponseIncomplete) {
   EXPECT_EQ(j["max_output_tokens"], 3);
   EXPECT_EQ(j["usage"]["output_tokens"], 3);
   EXPECT_EQ(text_of(j), chat["content"].get<std::string>());
-  if (!j["output"].empty()) EXPECT_EQ(j["output"].back()["status"], "incomplete");
+  if (!j["output"].empty()) { EXPECT_EQ(j["output"].back()["status"], "incomplete"); }
 }
 
 TEST_F(ResponsesTest, StreamingEventsComeInOrderAndAgreeWithTheWholeResponse) {
@@ -168,7 +168,7 @@ TEST_F(ResponsesTest, StreamingEventsComeInOrderAndAgreeWithTheWholeResponse) {
   for (size_t i = 0; i < ev.size(); ++i) {
     EXPECT_EQ(ev[i].data["type"], ev[i].name) << "event: line and data.type differ";
     EXPECT_EQ(ev[i].data["sequence_number"], int(i)) << ev[i].name;
-    if (ev[i].data.contains("response")) EXPECT_EQ(ev[i].data["response"]["id"], id);
+    if (ev[i].data.contains("response")) { EXPECT_EQ(ev[i].data["response"]["id"], id); }
     if (ev[i].name.find("output_text") != std::string::npos || ev[i].name.find("content_part") != std::string::npos) {
       EXPECT_EQ(ev[i].data["item_id"], item_id) << ev[i].name;
       EXPECT_EQ(ev[i].data["content_index"], 0);
@@ -232,8 +232,9 @@ TEST_F(ResponsesTest, ForcedFunctionCallRoundTrip) {
   json streamed_call;
   for (const SseEvent& e : responses_events(post(port(), "/v1/responses", sbody).body)) {
     names.push_back(e.name);
-    if (e.name == "response.output_item.added" && e.data["item"]["type"] == "function_call")
+    if (e.name == "response.output_item.added" && e.data["item"]["type"] == "function_call") {
       EXPECT_EQ(e.data["item"]["arguments"], "");
+    }
     if (e.name == "response.output_item.done" && e.data["item"]["type"] == "function_call") streamed_call = e.data["item"];
   }
   for (const char* n : {"response.function_call_arguments.delta", "response.function_call_arguments.done"})
@@ -405,7 +406,7 @@ TEST(ResponsesRequest, InputItemsBecomeChatMessages) {
   EXPECT_EQ(chat["max_tokens"], 50);
   EXPECT_EQ(chat["seed"], 7);
   EXPECT_EQ(chat["chat_template_kwargs"]["reasoning_effort"], "low");
-  for (const char* k : {"input", "instructions", "max_output_tokens", "store", "reasoning"}) EXPECT_FALSE(chat.contains(k)) << k;
+  for (const char* k : {"input", "instructions", "max_output_tokens", "store", "reasoning"}) { EXPECT_FALSE(chat.contains(k)) << k; }
   EXPECT_EQ(r.echo["store"], false);
   EXPECT_EQ(json::parse(r.echo["tools"].dump()), json::parse(body["tools"].dump())) << "tools are echoed as sent";
 }

@@ -213,7 +213,7 @@ TEST_F(ServerTest, ErrorsUseOpenAiErrorObjects) {
     EXPECT_EQ(r.status, status) << body << " -> " << r.body;
     const json j = r.j();
     ASSERT_TRUE(j.contains("error")) << r.body;
-    for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << k;
+    for (const char* k : {"message", "type", "param", "code"}) { EXPECT_TRUE(j["error"].contains(k)) << k; }
     if (!param.empty()) {
       EXPECT_EQ(j["error"]["param"], param) << r.body;
     }
@@ -392,7 +392,7 @@ std::string chat_head(const std::string& framing) {
 
 void expect_error_object(const json& j, const std::string& context) {
   ASSERT_TRUE(j.is_object() && j.contains("error")) << context;
-  for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << k << ": " << context;
+  for (const char* k : {"message", "type", "param", "code"}) { EXPECT_TRUE(j["error"].contains(k)) << k << ": " << context; }
 }
 
 TEST_F(ServerTest, DeeplyNestedJsonIs400AndTheServerStaysUp) {
@@ -939,7 +939,7 @@ TEST_F(ServerTest, LogprobsAreLogSoftmaxOfTheModelsLogits) {
   double sum = 0;
   for (int k = 0; k < 5; ++k) {
     const std::string piece = curl(port(), "/detokenize", json({{"tokens", {order[size_t(k)]}}}).dump()).j()["content"];
-    if (top.contains(piece)) EXPECT_NEAR(top[piece].get<double>(), ref[size_t(order[size_t(k)])], 1e-4) << piece;
+    if (top.contains(piece)) { EXPECT_NEAR(top[piece].get<double>(), ref[size_t(order[size_t(k)])], 1e-4) << piece; }
     sum += std::exp(ref[size_t(order[size_t(k)])]);
   }
   EXPECT_LE(sum, 1.0 + 1e-6);
@@ -1011,7 +1011,7 @@ TEST_F(ServerTest, NTwoComputesThePromptOnceAndInterleavesStreams) {
         text[i] += delta_text(ch), order.push_back(i);
       if (!ch["finish_reason"].is_null()) finish[i] = ch["finish_reason"];
     }
-    if (e.contains("usage") && e["usage"].is_object()) EXPECT_EQ(e["usage"]["completion_tokens"], completion);
+    if (e.contains("usage") && e["usage"].is_object()) { EXPECT_EQ(e["usage"]["completion_tokens"], completion); }
   }
   EXPECT_TRUE(done);
   ASSERT_EQ(text.size(), 2u);
@@ -1094,7 +1094,7 @@ TEST_F(ServerTest, PenaltiesAndLogitBiasMoveTheGreedyChoiceAsDefined) {
   EXPECT_EQ(first(gap + 0.5 + 1.0, 1.6, 0), cands[0].first);
   EXPECT_EQ(first(gap - 0.5, 0, 0), cands[0].first);
   // Negative values reward repetition: count * 2 nats lift " one" past the gap.
-  if (gap < 2.0 * count) EXPECT_EQ(first(0, 0, -2), " one");
+  if (gap < 2.0 * count) { EXPECT_EQ(first(0, 0, -2), " one"); }
   // -100 bans the greedy token: the runner-up wins. llama-server's [[id, bias]] form too.
   const std::vector<int> top = curl(port(), "/tokenize", json({{"content", cands[0].first}}).dump()).j()["tokens"];
   if (top.size() == 1) {
@@ -1384,7 +1384,7 @@ word ::= [a-z]{1,4})";
   const HttpResult r = curl(port(), "/v1/completions", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_EQ(r.j()["choices"].size(), 2u) << r.body;
-  for (const auto& c : r.j()["choices"]) EXPECT_TRUE(std::regex_match(c["text"].get<std::string>(), same)) << c;
+  for (const auto& c : r.j()["choices"]) { EXPECT_TRUE(std::regex_match(c["text"].get<std::string>(), same)) << c; }
 }
 
 TEST_F(ServerTest, UnsupportedSchemasAndBadGrammarsAre400NamingTheProblem) {

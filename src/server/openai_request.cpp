@@ -172,6 +172,12 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
   if (openai_lengths) {
     g.n = int32_t(get_int(body, "n", 1, 1, kMaxChoices));
     g.max_tokens = int32_t(get_int(body, "max_tokens", -1, 1, INT32_MAX));
+    // llama-server's name for the same limit (-1: none), as its OpenAI routes take it too.
+    if (!field(body, "max_tokens") && field(body, "n_predict")) {
+      const int64_t n_predict = get_int(body, "n_predict", -1, -1, INT32_MAX);
+      if (n_predict == 0) throw bad_request("'n_predict' must be -1 (no limit) or at least 1", "n_predict", "invalid_value");
+      g.max_tokens = int32_t(n_predict);
+    }
   }
   if (max_tokens_field) g.max_tokens = int32_t(get_int(body, max_tokens_field, g.max_tokens, 1, INT32_MAX));
   SamplingParams& s = g.sampling;
