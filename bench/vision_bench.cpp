@@ -11,7 +11,8 @@
 #include "engine/turn.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
-#include "vision/media.h"
+#include "engine/media_prompt.h"
+#include "vision/context.h"
 
 using namespace ws;
 
@@ -31,7 +32,7 @@ void run(const char* label, const Model& model, const Tokenizer& tok, const gguf
   std::vector<Token> prompt;
   for (int k = 1; k <= turns; ++k) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto mp = vision::build_media_prompt(tok, model.config().n_embd, first, images, vis, pool);
+    const auto mp = build_media_prompt(tok, model.config().n_embd, first, images, vis, pool);
     if (k == 1) prompt = mp.tokens;
     TurnRequest req;
     req.prompt = prompt;

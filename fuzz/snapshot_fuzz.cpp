@@ -3,12 +3,16 @@
 // input says — positions, sizes, bytes, pages, shape tags, with checksums recomputed or
 // not — and restored. Restore must either refuse with std::runtime_error, leaving the state
 // exactly as it was, or accept a snapshot every read of which stays inside its memory.
-// Built and run by tests/fuzz.sh with ASan + UBSan.
+// Half of the inputs go through a slot file first (memory/snapshot_file.h: encoded,
+// flipped, cut or grown, decoded). Built and run by tests/fuzz.sh with ASan + UBSan.
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
+#include "memory/snapshot_file.h"
 #include "memory/state.h"
 #include "support/fuzz_input.h"
 
@@ -95,6 +99,42 @@ void corrupt_layer(FuzzInput& in, LayerSnapshot& l) {
   }
 }
 
+// Flips, cuts or grows the encoded file; then, half of the time, recomputes its trailing
+// hash so that the structural checks behind it are what must refuse.
+void corrupt_file(FuzzInput& in, std::vector<uint8_t>& file) {
+  for (int64_t edits = in.range(0, 4); edits > 0 && !file.empty(); --edits) {
+    const size_t at = size_t(in.range(0, int64_t(file.size()) - 1));
+    switch (in.range(0, 2)) {
+      case 0: file[at] ^= uint8_t(in.range(1, 255)); break;
+      case 1: file.resize(at); break;
+      default: file.insert(file.begin() + long(at), size_t(in.range(1, 16)), uint8_t(in.range(0, 255))); break;
+    }
+  }
+  if (file.size() >= 8 && in.flag()) {
+    const uint64_t h = ws::hash_bytes(file.data(), file.size() - 8);
+    std::memcpy(file.data() + file.size() - 8, &h, 8);
+  }
+}
+
+// Restore must refuse (leaving the state as it was) or give a state that reads inside its
+// memory and keeps working.
+void check_restore(SeqState& target, const Snapshot& snap, uint64_t before) {
+  try {
+    target.restore(snap);
+  } catch (const std::runtime_error&) {
+    if (target.snapshot().checksum != before) std::abort();  // a refusal changed the state
+    return;
+  }
+  if (target.position() < 0 || target.position() > kCtx) std::abort();
+  volatile float sink = read_all(target);
+  (void)sink;
+  // The restored state must keep working: grow it, snapshot it, cut it back.
+  if (target.position() < kCtx) feed(target, 1, 7.f);
+  const Snapshot again = target.snapshot();
+  if (again.compute_checksum() != again.checksum) std::abort();
+  if (!target.try_truncate(target.truncate_floor())) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -119,19 +159,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     snap.checksum = snap.compute_checksum();
   }
 
-  try {
-    target.restore(snap);
-  } catch (const std::runtime_error&) {
-    if (target.snapshot().checksum != before) std::abort();  // a refusal changed the state
-    return 0;
+  bool whole_pages = true;  // the server only ever writes snapshots without null pages
+  for (const auto& l : snap.layers)
+    for (const auto& p : l.pages) whole_pages = whole_pages && p != nullptr;
+  if (whole_pages && in.flag()) {  // through llama-server-style slot files (memory/snapshot_file.h)
+    std::vector<int32_t> tokens(size_t(std::max(0, snap.position)));  // [position] token ids
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i % 97);
+    std::vector<uint8_t> file;  // the encoded file
+    try {
+      file = ws::encode_snapshot_file(tokens, {std::make_shared<const Snapshot>(snap)});
+    } catch (const std::invalid_argument&) {
+      return 0;  // the writer refuses a position past its tokens; a server never asks it to
+    }
+    corrupt_file(in, file);
+    ws::SavedSequence saved;
+    try {
+      saved = ws::decode_snapshot_file(file, "fuzz", kModelId);
+    } catch (const std::runtime_error&) {
+      return 0;
+    }
+    if (saved.snapshots.empty()) std::abort();  // decoded files hold at least one
+    snap = std::move(saved.snapshots.back());
   }
-  if (target.position() < 0 || target.position() > kCtx) std::abort();
-  volatile float sink = read_all(target);
-  (void)sink;
-  // The restored state must keep working: grow it, snapshot it, cut it back.
-  if (target.position() < kCtx) feed(target, 1, 7.f);
-  const Snapshot again = target.snapshot();
-  if (again.compute_checksum() != again.checksum) std::abort();
-  if (!target.try_truncate(target.truncate_floor())) std::abort();
+  check_restore(target, snap, before);
   return 0;
 }

@@ -208,6 +208,27 @@ TEST(LlamaServerApi, SlotSaveRestoreAcrossServersGivesTheSameReplyWithReuse) {
   fs::remove_all(dir);
 }
 
+// llama-server's slot test: a completion pinned to slot 1 is what slot 1 then holds and saves.
+TEST(LlamaServerApi, IdSlotPicksTheSlotWhoseSequenceIsSaved) {
+  const std::string dir = temp_dir("slots-id");
+  ServerProcess srv({"-t", "2", "--parallel", "2", "--slot-save-path", dir});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  const json body = {{"prompt", "What is the capital of France?"}, {"n_predict", 4}, {"id_slot", 1},
+                     {"cache_prompt", true}, {"temperature", 0}};
+  const HttpResult r = curl(srv.port(), "/completion", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j()["id_slot"], 1);
+  const json slots = curl(srv.port(), "/slots").j();
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0]["n_tokens"], 0);
+  EXPECT_GT(slots[1]["n_tokens"].get<int>(), 0);
+  const HttpResult saved = curl(srv.port(), "/slots/1?action=save", json({{"filename", "one.bin"}}).dump());
+  ASSERT_EQ(saved.status, 200) << saved.body;
+  EXPECT_GE(saved.j()["n_saved"].get<int>(), r.j()["tokens_evaluated"].get<int>());
+  EXPECT_EQ(curl(srv.port(), "/slots/0?action=save", json({{"filename", "zero.bin"}}).dump()).status, 400);
+  fs::remove_all(dir);
+}
+
 TEST(LlamaServerApi, SlotActionsRefuseBadRequestsAndBadFiles) {
   const std::string dir = temp_dir("slots-bad");
   ServerProcess srv({"-t", "1", "--parallel", "1", "--slot-save-path", dir});

@@ -34,7 +34,8 @@
 #include "models/model.h"
 #include "server/media_turn.h"
 #include "tokenizer/tokenizer.h"
-#include "vision/media.h"
+#include "engine/media_prompt.h"
+#include "vision/context.h"
 #include "not_supported.h"
 #include "server_client.h"
 
@@ -591,9 +592,13 @@ TEST(ServerLimits, BusyBeyondTheQueueIs503) {
   ASSERT_GT(srv.port(), 0) << srv.log();
   RawStream holder(srv.port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, 3500, true), 2);
   ASSERT_EQ(holder.received().find("[DONE]"), std::string::npos);
-  const HttpResult r = curl(srv.port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "hi"}}}, 2).dump());
+  const std::string hdr = (fs::temp_directory_path() / ("ws-busy-" + std::to_string(getpid()))).string();
+  const HttpResult r =
+      curl(srv.port(), "/v1/chat/completions", chat_body({{{"role", "user"}, {"content", "hi"}}}, 2).dump(), "-D " + hdr);
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.j()["error"]["code"], "server_busy");
+  EXPECT_NE(slurp(hdr).find("Retry-After: 1"), std::string::npos) << slurp(hdr);
+  fs::remove(hdr);
   holder.close();
   HttpResult again;
   for (int i = 0; i < 100 && again.status != 200; ++i) {
@@ -856,8 +861,8 @@ TEST(ServerVision, MessageEndsMapToTokenPositionsInMediaPrompts) {
     const ws::chat::RenderedPrompt text = ws::chat::render_chatml(g["prompt"]["messages"], true);
     const std::string png = slurp(kShared / g["image_file"].get<std::string>());
     const std::vector<std::vector<uint8_t>> images = {std::vector<uint8_t>(png.begin(), png.end())};
-    const auto mp = ws::vision::build_media_prompt(*tok, model->config().n_embd, text.text, images, vis, pool);
-    const auto ends = ws::server::media_message_ends(*tok, vis, text.text, text.message_ends, mp);
+    const auto mp = ws::build_media_prompt(*tok, model->config().n_embd, text.text, images, vis, pool);
+    const auto ends = ws::media_message_ends(mp, text.message_ends);
     ASSERT_EQ(ends.size(), 2u);  // system, user
     // Before the image: the same position as text-only tokenization gives.
     EXPECT_EQ(ends[0], ws::tokenize_prompt(*tok, text.text, text.message_ends).message_ends[0]);

@@ -17,9 +17,10 @@
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
-#include "vision/image_url.h"
-#include "vision/media.h"
-#include "vision/report.h"
+#include "engine/media_prompt.h"
+#include "engine/vision_report.h"
+#include "server/image_url.h"
+#include "vision/context.h"
 #include "not_supported.h"
 
 namespace fs = std::filesystem;
@@ -170,7 +171,7 @@ TEST_P(VisionGolden, PixelsTowerEmbeddingsAndLogits) {
   const Bounds b = bounds_for(p.projector());
   ThreadPool pool(4);
   const std::vector<std::vector<uint8_t>> images = {p.png};
-  const auto ev = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), images, 512, pool);
+  const auto ev = evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), images, 512, pool);
   // Same chunk layout and tokens (null in the golden <=> a placeholder here).
   ASSERT_EQ(ev.prompt.tokens.size(), p.g["tokens"].size()) << name;
   for (size_t i = 0; i < ev.prompt.tokens.size(); ++i) {
@@ -228,7 +229,7 @@ TEST_P(VisionGolden, LogitsFromGoldenEmbeddings) {
   const std::string name = p.g["name"];
   ThreadPool pool(4);
   const std::vector<std::vector<uint8_t>> images = {p.png};
-  const auto mp = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+  const auto mp = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
   TurnRequest req;
   req.prompt = mp.tokens;
   req.media = mp.media;
@@ -262,13 +263,13 @@ TEST_P(VisionGolden, UnseenImagesRunEndToEnd) {
   ThreadPool pool(4);
   const auto img = vision::decode_image(p.png);
   const std::vector<std::vector<uint8_t>> flip = {to_png(flipped(img), "flip")};
-  const auto ev = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), flip, 512, pool);
+  const auto ev = evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), flip, 512, pool);
   const auto gold = p.tensor(p.g["image_entries"][0]["embeddings"]);
   EXPECT_GT(same_size_diff(ev.embeddings[0], gold), 0.1) << "a mirrored image must change the embeddings";
   for (float v : ev.logits) ASSERT_TRUE(std::isfinite(v));
   // A non-square, smaller image goes through the resize paths.
   const std::vector<std::vector<uint8_t>> small = {to_png(vision::crop(img, 10, 30, 200, 120), "crop")};
-  const auto ev2 = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), small, 512, pool);
+  const auto ev2 = evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), small, 512, pool);
   EXPECT_FALSE(ev2.embeddings.empty());
   for (float v : ev2.logits) ASSERT_TRUE(std::isfinite(v));
 }
@@ -278,7 +279,7 @@ TEST_P(VisionGolden, BadImagesGiveClearErrors) {
   ThreadPool pool(2);
   auto build = [&](std::vector<uint8_t> bytes) {
     const std::vector<std::vector<uint8_t>> images = {std::move(bytes)};
-    return vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+    return build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
   };
   std::vector<uint8_t> truncated(p.png.begin(), p.png.begin() + long(p.png.size() / 2));
   EXPECT_THROW(build(truncated), vision::ImageError);
@@ -290,7 +291,7 @@ TEST_P(VisionGolden, BadImagesGiveClearErrors) {
   EXPECT_THROW(build({0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F', 'I', 'F', 0}), vision::ImageError);
   // Marker / image count mismatch.
   const std::vector<std::vector<uint8_t>> none;
-  EXPECT_THROW(vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), none, *p.vis, pool),
+  EXPECT_THROW(build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), none, *p.vis, pool),
                std::invalid_argument);
 }
 
@@ -301,22 +302,27 @@ TEST_P(VisionGolden, ReportLayoutMatchesGolden) {
   const std::string name = p.g["name"];
   ThreadPool pool(4);
   const std::vector<std::vector<uint8_t>> images = {p.png};
-  const auto ev = vision::evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), images, 512, pool);
+  const auto ev = evaluate_multimodal(*p.model, *p.tok, *p.vis, p.text(), images, 512, pool);
   const fs::path prefix = fs::temp_directory_path() / ("ws_vision_report_" + std::to_string(::getpid()));
-  vision::write_vision_report(prefix.string(), ev, *p.vis, p.model->config(), {}, {});
+  write_vision_report(prefix.string(), ev, *p.vis, p.model->config(), {}, {});
   const json ours = json::parse(std::ifstream(prefix.string() + ".json"));
   fs::remove(prefix.string() + ".json");
   fs::remove(prefix.string() + ".f32");
   for (const char* key : {"n_positions", "n_image_tokens", "first_image_pos", "media_boundary_pos", "n_tokens",
                           "media_boundary_token"})
-    if (p.g["layout"].contains(key)) EXPECT_EQ(ours["layout"][key], p.g["layout"][key]) << name << " layout." << key;
+    if (p.g["layout"].contains(key)) {
+      EXPECT_EQ(ours["layout"][key], p.g["layout"][key]) << name << " layout." << key;
+    }
   ASSERT_EQ(ours["chunks"].size(), p.g["chunks"].size()) << name;
   for (size_t i = 0; i < ours["chunks"].size(); ++i)
     for (const char* key : {"type", "pos0", "n_pos", "n_tokens", "tok0", "non_causal"})
-      if (p.g["chunks"][i].contains(key))
+      if (p.g["chunks"][i].contains(key)) {
         EXPECT_EQ(ours["chunks"][i][key], p.g["chunks"][i][key]) << name << " chunk " << i << " " << key;
+      }
   EXPECT_EQ(ours.contains("positions"), p.g.contains("positions")) << name;
-  if (p.g.contains("positions")) EXPECT_EQ(ours["positions"], p.g["positions"]) << name;
+  if (p.g.contains("positions")) {
+    EXPECT_EQ(ours["positions"], p.g["positions"]) << name;
+  }
 }
 
 // M-RoPE positions as README 8.10 states mtmd assigns them, on a layout the fixtures do not
@@ -356,23 +362,23 @@ TEST(VisionImageUrl, DataFileAndRemoteUrls) {
     b64 += left > 1 ? kAlphabet[(v >> 6) & 63] : '=';
     b64 += left > 2 ? kAlphabet[v & 63] : '=';
   }
-  EXPECT_EQ(vision::load_image_url("data:image/png;base64," + b64, false), png);
+  EXPECT_EQ(server::load_image_url("data:image/png;base64," + b64, false), png);
   const std::string file_url = "file://" + (kShared / "fixtures" / "images" / "shapes-256.png").string();
-  EXPECT_THROW(vision::load_image_url(file_url, false), vision::ImageError);
-  EXPECT_EQ(vision::load_image_url(file_url, true), png);
-  EXPECT_THROW(vision::load_image_url("https://example.com/cat.png", true), vision::ImageError);
-  EXPECT_THROW(vision::load_image_url("data:image/png;base64,@@@", false), vision::ImageError);
-  EXPECT_THROW(vision::load_image_url("data:image/png,rawbytes", false), vision::ImageError);
+  EXPECT_THROW(server::load_image_url(file_url, false), vision::ImageError);
+  EXPECT_EQ(server::load_image_url(file_url, true), png);
+  EXPECT_THROW(server::load_image_url("https://example.com/cat.png", true), vision::ImageError);
+  EXPECT_THROW(server::load_image_url("data:image/png;base64,@@@", false), vision::ImageError);
+  EXPECT_THROW(server::load_image_url("data:image/png,rawbytes", false), vision::ImageError);
 }
 
 // ---- Reuse across turns through the Engine ----
 
 struct Turn {
-  vision::MediaPrompt mp;
+  MediaPrompt mp;
   TurnResult res;
 };
 
-TurnRequest request_for(const vision::MediaPrompt& mp, const std::vector<Token>& prompt) {
+TurnRequest request_for(const MediaPrompt& mp, const std::vector<Token>& prompt) {
   TurnRequest req;
   req.prompt = prompt;
   req.media = mp.media;
@@ -400,14 +406,14 @@ TEST_P(VisionGolden, FourTurnsEncodeOnceAndMatchCold) {
   PrefixCache cache(size_t(256) << 20);
   Engine warm(*p.model, *p.tok, &cache, engine_options(), pool);
   const std::vector<std::vector<uint8_t>> images = {p.png};
-  const auto mp = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+  const auto mp = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
   const size_t n_entries = mp.images[0]->entries.size();
   std::vector<Token> prompt = mp.tokens;
   std::vector<Token> reply;
   for (int k = 1; k <= 4; ++k) {
     if (k > 1) prompt = extend(*p.tok, prompt, reply, k);
     // Rebuilt every turn, as a server would from the resent conversation.
-    const auto mpk = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+    const auto mpk = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
     const auto res = warm.run_turn(request_for(mpk, prompt));
     reply = res.generated;
     std::printf("%s turn %d: %d positions, reused %d, encoder calls %llu\n", name.c_str(), k, res.prompt_tokens,
@@ -417,7 +423,7 @@ TEST_P(VisionGolden, FourTurnsEncodeOnceAndMatchCold) {
     }
     // Cold: no cache, a fresh encoder; logits of the computed tail must be bit-identical.
     vision::VisionContext cold_vis(p.mm_file, 0);
-    const auto cold_mp = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, cold_vis, pool);
+    const auto cold_mp = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, cold_vis, pool);
     Engine cold(*p.model, *p.tok, nullptr, engine_options(), pool);
     const auto cres = cold.run_turn(request_for(cold_mp, prompt));
     const size_t V = size_t(p.model->config().n_vocab), skip = size_t(res.reused) * V;
@@ -436,7 +442,7 @@ TEST_P(VisionGolden, EditAfterImageRestoresMediaCheckpoint) {
   PrefixCache cache(size_t(256) << 20);
   Engine warm(*p.model, *p.tok, &cache, engine_options(), pool);
   const std::vector<std::vector<uint8_t>> images = {p.png};
-  const auto mp = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+  const auto mp = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
   warm.run_turn(request_for(mp, mp.tokens));
   const uint64_t calls = p.vis->encode_calls();
   // Same image, the question after it edited.
@@ -444,7 +450,7 @@ TEST_P(VisionGolden, EditAfterImageRestoresMediaCheckpoint) {
   const size_t at = edited.find("Which shapes");
   ASSERT_NE(at, std::string::npos);
   edited.replace(at, 12, "Name the shapes");
-  const auto mp2 = vision::build_media_prompt(*p.tok, p.model->config().n_embd, edited, images, *p.vis, pool);
+  const auto mp2 = build_media_prompt(*p.tok, p.model->config().n_embd, edited, images, *p.vis, pool);
   const auto res = warm.run_turn(request_for(mp2, mp2.tokens));
   std::printf("%s edit after the image: reused %d (media boundary %d), miss '%s'\n", name.c_str(), res.reused,
               p.boundary(), res.miss_reason.c_str());
@@ -465,11 +471,11 @@ TEST_P(VisionGolden, DifferentImageInSamePlaceIsNotReused) {
   PrefixCache cache(size_t(256) << 20);
   Engine warm(*p.model, *p.tok, &cache, engine_options(), pool);
   const std::vector<std::vector<uint8_t>> images = {p.png};
-  const auto mp = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
+  const auto mp = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), images, *p.vis, pool);
   warm.run_turn(request_for(mp, mp.tokens));
   const uint64_t calls = p.vis->encode_calls();
   const std::vector<std::vector<uint8_t>> other = {to_png(flipped(vision::decode_image(p.png)), "other")};
-  const auto mp2 = vision::build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), other, *p.vis, pool);
+  const auto mp2 = build_media_prompt(*p.tok, p.model->config().n_embd, p.text(), other, *p.vis, pool);
   ASSERT_EQ(mp2.tokens.size(), mp.tokens.size());
   const auto res = warm.run_turn(request_for(mp2, mp2.tokens));
   std::printf("%s different image: reused %d (first image position %d)\n", name.c_str(), res.reused, p.first_image());

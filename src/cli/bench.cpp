@@ -33,6 +33,7 @@ struct BenchOptions {
   int reps = 5;
   int ubatch = 512;
   bool json = false;
+  bool allow_beyond_training = false;
 };
 
 // The same ids as bench/state_bench and the peer (bench/peer/bench.mjs): an LCG over
@@ -129,6 +130,11 @@ nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_promp
 
 int run_bench(const BenchOptions& o) {
   const LoadedModel m = load(o.model);
+  // The deepest test's context (run_once), held to the same limits as -c elsewhere.
+  CliContext deepest{0, o.allow_beyond_training};
+  for (int n : o.prompts) deepest.ctx = std::max(deepest.ctx, o.depth + n + 1);
+  for (int n : o.gens) deepest.ctx = std::max(deepest.ctx, o.depth + n + 1);
+  if (deepest.ctx > 0) start_context(m, deepest, o.kv.type(), 1, o.ubatch);
   ThreadPool pool(o.threads);
   nlohmann::json results = nlohmann::json::array();
   if (!o.json) std::printf("| %-32s | %7s | %14s | %20s |\n", "model", "threads", "test", "t/s");
@@ -161,6 +167,8 @@ Command add_bench(CLI::App& root) {
   app->add_option("-t,--threads", opts->threads, "threads")->check(CLI::Range(1, 1024));
   app->add_option("-r,--repetitions", opts->reps, "repetitions per test")->check(CLI::Range(1, 1000));
   app->add_option("-b,--ubatch", opts->ubatch, "micro-batch size for prompt processing")->check(CLI::Range(1, 1 << 20));
+  app->add_flag("--allow-ctx-beyond-training", opts->allow_beyond_training,
+                "accept tests deeper than the model's trained context");
   app->add_flag("--json", opts->json, "print a JSON list, one object per test (llama-bench field names)");
   return {app, [opts] { return run_bench(*opts); }};
 }

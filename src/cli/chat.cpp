@@ -29,7 +29,8 @@ struct ChatOptions {
   std::string system;
   int max_tokens = 256;
   int threads = default_threads();
-  int ctx = 4096;
+  CliContext context;
+  int ctx = 0;  // context.resolve()d once the model is loaded
   CliKvType kv;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
   bool quiet = false;     // no per-turn statistics on stderr
@@ -134,8 +135,9 @@ void print_stats(const TurnResult& r) {
 }
 
 int run_chat(ChatOptions o) {
-  if (o.model.empty()) o.model = embedded_model_path();
+  if (o.model.empty()) o.model = shipped_model_path();
   LoadedModel m = load(o.model);
+  o.ctx = start_context(m, o.context, o.kv.type(), 1, 512);
   ChatSession chat(o, m);
   const bool tty = isatty(STDIN_FILENO);
   std::string line;
@@ -196,7 +198,7 @@ Command add_chat(CLI::App& root) {
   app->add_option("--cache-budget-mb", o->budget_mb, "prefix cache budget in MiB (0 disables the cache)");
   app->add_flag("-q,--quiet", o->quiet, "no per-turn statistics on stderr");
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
-  app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  add_context_options(app, o->context, "context size");
   add_kv_type_option(app, o->kv);
   return {app, [o] { return run_chat(*o); }};
 }

@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "models/config.h"
 
 namespace ws::cli {
 
@@ -48,6 +52,64 @@ void add_kv_type_option(CLI::App* app, CliKvType& kv) {
       ->check(CLI::IsMember({"f16", "f32"}));
 }
 
+int32_t CliContext::resolve(const LoadedModel& m) const {
+  const int32_t usable = usable_context(m.file, m.model->config());
+  if (ctx < 0) return std::min<int32_t>(4096, usable);
+  if (ctx == 0) return usable;
+  if (ctx > usable && !allow_beyond_training)
+    throw std::runtime_error("context " + std::to_string(ctx) + " (-c) exceeds the model's trained context of " +
+                             std::to_string(usable) + " tokens (beyond it output degrades); use -c " +
+                             std::to_string(usable) + " or less (-c 0 = the trained context), or pass "
+                             "--allow-ctx-beyond-training to use it anyway");
+  if (ctx > usable)
+    std::fprintf(stderr, "warmstart: -c %d exceeds the model's trained context of %d tokens "
+                 "(--allow-ctx-beyond-training)\n", ctx, usable);
+  return ctx;
+}
+
+void add_context_options(CLI::App* app, CliContext& c, const std::string& help, const std::string& names) {
+  app->add_option(names, c.ctx, help + " (default: 4096, or the model's trained context if smaller; "
+                  "0 = the trained context)")->check(CLI::NonNegativeNumber);
+  app->add_flag("--allow-ctx-beyond-training", c.allow_beyond_training,
+                "accept a -c above the model's trained context (output may degrade past it)");
+}
+
+size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  size_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+}
+
+void check_context_memory(const Model& model, const MemoryOptions& mem, int slots, int32_t n_batch) {
+  // make_state allocates only fixed buffers (recurrent); KV pages come as positions do.
+  const size_t per_slot = model.make_state(mem).bytes_at_full_context(n_batch);
+  const size_t total = per_slot * size_t(std::max(1, slots)), available = available_memory_bytes();
+  if (total <= available) return;
+  const auto gib = [](size_t b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.2f GiB", double(b) / double(1ull << 30));
+    return std::string(s);
+  };
+  throw std::runtime_error(
+      "context " + std::to_string(mem.n_ctx) + " needs " + std::to_string(per_slot) + " bytes (" + gib(per_slot) +
+      ") of KV/state per slot (" + std::to_string(total) + " bytes, " + gib(total) + ", for " +
+      std::to_string(slots) + " slot(s)), " + std::to_string(available) + " bytes (" + gib(available) +
+      ") available; lower -c" + (slots > 1 ? " or --parallel" : "") +
+      (mem.kv_type == KvType::f32 ? ", or use --kv-type f16" : ""));
+}
+
+int32_t start_context(const LoadedModel& m, const CliContext& c, KvType kv, int slots, int32_t n_batch) {
+  MemoryOptions mem;
+  mem.n_ctx = c.resolve(m);
+  mem.kv_type = kv;
+  check_context_memory(*m.model, mem, slots, n_batch);
+  return mem.n_ctx;
+}
+
 CheckpointPolicy CliCheckpoints::policy() const {
   CheckpointPolicy p;
   p.every_n = every;
@@ -77,7 +139,7 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string embedded_model_path() {
+std::string shipped_model_path() {
   namespace fs = std::filesystem;
   const char* name = "warmstart-chat.gguf";
   std::vector<fs::path> candidates;

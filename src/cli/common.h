@@ -39,6 +39,26 @@ struct CliKvType {
 };
 void add_kv_type_option(CLI::App* app, CliKvType& kv);
 
+// -c / --ctx and --allow-ctx-beyond-training (run, chat, serve, replay). `ctx`: -1 when not
+// given (the default: 4096, or the model's context if smaller), 0 for the model's context.
+struct CliContext {
+  int ctx = -1;
+  bool allow_beyond_training = false;
+  // The context to use with `m`; throws, naming both numbers and the flag, when an explicit
+  // -c exceeds the model's usable context (usable_context) without the override.
+  int32_t resolve(const LoadedModel& m) const;
+};
+void add_context_options(CLI::App* app, CliContext& c, const std::string& help,
+                         const std::string& names = "-c,--ctx");
+
+// Throws at start-up, naming the bytes, unless `slots` sequences of `model` filled to
+// mem.n_ctx (ingested in batches of n_batch) fit in the memory available now: an
+// impossible -c fails here instead of being killed for memory mid-request.
+void check_context_memory(const Model& model, const MemoryOptions& mem, int slots, int32_t n_batch);
+size_t available_memory_bytes();  // MemAvailable (/proc/meminfo), else free physical pages
+// The start-up of a command that takes -c: resolve() then check_context_memory().
+int32_t start_context(const LoadedModel& m, const CliContext& c, KvType kv, int slots, int32_t n_batch);
+
 // --checkpoint-every and --checkpoint-mib-per-token (serve, replay): CheckpointPolicy's knobs.
 struct CliCheckpoints {
   int every = 512;
@@ -54,6 +74,6 @@ std::string read_file(const std::string& path);  // verbatim; throws naming the 
 // The model shipped with warmstart (models/warmstart-chat.gguf), used when no -m is given:
 // looked up next to the executable (<exe dir>/../models, <exe dir>/models) and in the
 // source tree this binary was built from. Throws a clear error when none exists.
-std::string embedded_model_path();
+std::string shipped_model_path();
 
 }  // namespace ws::cli

@@ -6,7 +6,7 @@
 #include "cli/common.h"
 #include "engine/eval.h"
 #include "engine/logit_report.h"
-#include "vision/report.h"
+#include "engine/vision_report.h"
 
 namespace ws::cli {
 namespace {
@@ -35,8 +35,8 @@ int run_vision_logits(const LogitsOptions& o) {
     images.emplace_back(bytes.begin(), bytes.end());
   }
   ThreadPool pool(o.threads);
-  const auto ev = vision::evaluate_multimodal(*m.model, *m.tokenizer, vis, o.text, images, o.ubatch, pool);
-  vision::ReportFiles files{o.model, o.mmproj, o.images.empty() ? "" : o.images[0], 0, 0};
+  const auto ev = evaluate_multimodal(*m.model, *m.tokenizer, vis, o.text, images, o.ubatch, pool);
+  ReportFiles files{o.model, o.mmproj, o.images.empty() ? "" : o.images[0], 0, 0};
   if (!images.empty()) {
     const auto first = vision::decode_image(images[0]);
     files.image_width = first.width;
@@ -44,7 +44,7 @@ int run_vision_logits(const LogitsOptions& o) {
   }
   std::vector<int32_t> positions;
   if (!o.positions.empty()) positions = parse_token_list(o.positions, "--positions");
-  vision::write_vision_report(o.out, ev, vis, m.model->config(), files, positions);
+  write_vision_report(o.out, ev, vis, m.model->config(), files, positions);
   std::fprintf(stderr, "%zu positions (%zu image chunks) -> %s.json, %s.f32\n", ev.prompt.tokens.size(),
                ev.embeddings.size(), o.out.c_str(), o.out.c_str());
   return 0;

@@ -15,15 +15,17 @@ struct ReplayOptions {
   std::string model, script, cache = "on";
   bool verify = false, json = false, ideal = false;
   int threads = default_threads();
-  int ctx = 4096;
+  CliContext context;
+  int ctx = 0;  // context.resolve()d once the model is loaded
   CliKvType kv;
   int ubatch = 512;
   CliCheckpoints checkpoints;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
 };
 
-int run_replay(const ReplayOptions& o) {
+int run_replay(ReplayOptions o) {
   LoadedModel m = load(o.model);
+  o.ctx = start_context(m, o.context, o.kv.type(), 1, o.ubatch);
   std::ifstream in(o.script);
   if (!in) throw std::runtime_error(o.script + ": cannot open");
   const double budget_mb = o.cache == "off" ? 0 : (o.budget_mb < 0 ? default_cache_budget_mb() : o.budget_mb);
@@ -94,7 +96,7 @@ Command add_replay(CLI::App& root) {
   app->add_option("--cache-budget-mb", o->budget_mb, "cache budget in MiB (0 disables the cache)");
   add_checkpoint_options(app, o->checkpoints);
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
-  app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  add_context_options(app, o->context, "context size");
   add_kv_type_option(app, o->kv);
   app->add_option("--ubatch", o->ubatch, "micro-batch size")->check(CLI::PositiveNumber);
   return {app, [o] { return run_replay(*o); }};

@@ -8,7 +8,7 @@
 #include "engine/eval.h"
 #include "engine/sampling.h"
 #include "engine/turn.h"
-#include "vision/media.h"
+#include "engine/media_prompt.h"
 
 namespace ws::cli {
 namespace {
@@ -17,7 +17,8 @@ struct RunOptions {
   std::string model, prompt, tokens;
   int n_predict = 128;
   int threads = default_threads();
-  int ctx = 4096;
+  CliContext context;
+  int ctx = 0;  // context.resolve()d once the model is loaded
   CliKvType kv;
   int ubatch = 512;
   SamplingParams sampling;
@@ -31,22 +32,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // --mmproj/--image: the prompt's media markers become image chunks; generation through
 // the engine (no cache), which feeds image embeddings at their positions.
-int run_with_images(const RunOptions& o) {
+int run_with_images(RunOptions o) {
   if (o.mmproj.empty()) throw std::runtime_error("run: --image needs --mmproj (the vision projector GGUF)");
   if (!o.tokens.empty()) throw std::runtime_error("run: --image works with -p, not --tokens");
   LoadedModel m = load(o.model);
+  o.ctx = start_context(m, o.context, o.kv.type(), 1, o.ubatch);
   const gguf::File mm_file = gguf::File::open(o.mmproj);
   vision::VisionContext vis(mm_file, 0);
   std::string text = o.prompt;
-  if (text.find(vision::kMediaMarker) == std::string::npos)
-    for (size_t i = 0; i < o.images.size(); ++i) text = std::string(vision::kMediaMarker) + "\n" + text;
+  if (text.find(kMediaMarker) == std::string::npos)
+    for (size_t i = 0; i < o.images.size(); ++i) text = std::string(kMediaMarker) + "\n" + text;
   std::vector<std::vector<uint8_t>> images;
   for (const auto& path : o.images) {
     const std::string bytes = read_file(path);
     images.emplace_back(bytes.begin(), bytes.end());
   }
   ThreadPool pool(o.threads);
-  const auto mp = vision::build_media_prompt(*m.tokenizer, m.model->config().n_embd, text, images, vis, pool);
+  const auto mp = build_media_prompt(*m.tokenizer, m.model->config().n_embd, text, images, vis, pool);
   if (int64_t(mp.tokens.size()) + 1 > o.ctx)
     throw std::runtime_error("the prompt with its images has " + std::to_string(mp.tokens.size()) +
                              " positions; the context holds " + std::to_string(o.ctx) + " (raise -c)");
@@ -80,6 +82,7 @@ int run_with_images(const RunOptions& o) {
 int run_generate(RunOptions o) {
   if (!o.images.empty() || !o.mmproj.empty()) return run_with_images(o);
   LoadedModel m = load(o.model);
+  o.ctx = start_context(m, o.context, o.kv.type(), 1, o.ubatch);
   const Tokenizer& tok = *m.tokenizer;
   const std::vector<Token> prompt = o.tokens.empty()
                                         ? tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/true)
@@ -145,7 +148,7 @@ Command add_run(CLI::App& root) {
   app->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalty looks back");
   app->add_option("-s,--seed", o->sampling.seed, "random seed");
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
-  app->add_option("-c,--ctx", o->ctx, "context size")->check(CLI::PositiveNumber);
+  add_context_options(app, o->context, "context size");
   add_kv_type_option(app, o->kv);
   app->add_option("--ubatch", o->ubatch, "prompt micro-batch size")->check(CLI::PositiveNumber);
   app->add_option("--mmproj", o->mmproj, "vision projector GGUF (for --image)");

@@ -17,7 +17,7 @@
 #include "server/chat_format.h"
 #include "server/http_server.h"
 #include "server/slot_pool.h"
-#include "vision/media.h"
+#include "vision/context.h"
 
 namespace ws::cli {
 namespace {
@@ -31,7 +31,8 @@ struct ServeOptions {
   double image_cache_mb = 256;  // encoded image embeddings kept for later turns
   int port = 8080;
   int parallel = 1;
-  int ctx = 4096;
+  CliContext context;
+  int ctx = 0;  // context.resolve()d once the model is loaded
   CliKvType kv;
   int threads = default_threads();
   CliCheckpoints checkpoints;
@@ -113,17 +114,20 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-int run_serve(const ServeOptions& o) {
+int run_serve(ServeOptions o) {
   if (o.reranking)
     throw std::runtime_error("--reranking: warmstart has no reranking models yet (llama-server's /rerank needs a "
                              "model with a classification head, pooling type rank)");
   ShutdownOnSignal signals;
   server::bound_allocator_retention();  // memory of large requests goes back to the system
-  const std::string model_path = o.model.empty() ? embedded_model_path() : o.model;
+  const std::string model_path = o.model.empty() ? shipped_model_path() : o.model;
   LoadedModel m = load(model_path);
+  o.ctx = start_context(m, o.context, o.kv.type(), o.parallel, o.ubatch);
   const auto [tmpl_source, tmpl_label] = chat_template_source(o, m.file);
   const server::ChatFormatter chat(tmpl_source, *m.tokenizer);
   for (const auto& note : o.extras.notes) std::fprintf(stderr, "warmstart serve: %s\n", note.c_str());
+  if (o.embeddings)
+    std::fprintf(stderr, "warmstart serve: --embeddings accepted, changes nothing: /v1/embeddings is always served\n");
 
   const double budget_mb = o.budget_mb < 0 ? default_cache_budget_mb() : o.budget_mb;
   PrefixCache cache(size_t(budget_mb * 1024 * 1024));
@@ -195,7 +199,7 @@ Command add_serve(CLI::App& root) {
   // llama-server's names are aliases where they mean the same (-np is handled in run's
   // argument check: CLI11 takes no multi-letter short names).
   app->add_option("--parallel", o->parallel, "slots served concurrently (alias -np)")->check(CLI::PositiveNumber);
-  app->add_option("-c,--ctx,--ctx-size", o->ctx, "context size per slot")->check(CLI::PositiveNumber);
+  add_context_options(app, o->context, "context size per slot", "-c,--ctx,--ctx-size");
   add_kv_type_option(app, o->kv);
   app->add_option("-t,--threads", o->threads, "threads in all (split between the slots)")->check(CLI::PositiveNumber);
   app->add_option("--cache-budget-mb,--cache-ram", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")

@@ -1,7 +1,7 @@
 // Logit reports, in one place so every figure is computed one way: the row statistics
 // (log-sum-exp, next-token NLL, top-k, differences) used by `warmstart logits`, by
 // `warmstart replay --verify` (engine/replay.cpp) and by the vision report
-// (vision/report.cpp); and the `llama-golden-v1` report (shared/fixtures/README.md
+// (engine/vision_report.cpp); and the `llama-golden-v1` report (shared/fixtures/README.md
 // section 4): per-token NLL, argmax, top-8 and full rows at fixed positions, written by
 // `warmstart logits` and read by the tests to compare with llama.cpp's goldens.
 #pragma once

@@ -15,12 +15,18 @@ PromptTokens tokenize_prompt(const Tokenizer& tok, const std::string& text, std:
     if (!added_bos) off += tok.token_to_piece(p.tokens[i], true).size();
     ends.push_back(off);
   }
+  p.message_ends = token_positions(ends, byte_ends);
+  return p;
+}
+
+std::vector<int32_t> token_positions(std::span<const size_t> token_ends, std::span<const size_t> byte_ends) {
+  std::vector<int32_t> out;
   for (size_t b : byte_ends) {
     int32_t pos = 0;
-    while (size_t(pos) < ends.size() && ends[size_t(pos)] <= b) ++pos;
-    if (p.message_ends.empty() || p.message_ends.back() != pos) p.message_ends.push_back(pos);
+    while (size_t(pos) < token_ends.size() && token_ends[size_t(pos)] <= b) ++pos;
+    if (out.empty() || out.back() != pos) out.push_back(pos);
   }
-  return p;
+  return out;
 }
 
 }  // namespace ws

@@ -20,4 +20,9 @@ struct PromptTokens {
 // to token positions through the tokens' pieces.
 PromptTokens tokenize_prompt(const Tokenizer& tok, const std::string& text, std::span<const size_t> byte_ends);
 
+// Token positions of byte offsets: for each of `byte_ends`, how many leading tokens end at
+// or before it (`token_ends[i]`: the byte offset token i ends at), consecutive duplicates
+// dropped. Shared by tokenize_prompt and media prompts (engine/media_prompt.h).
+std::vector<int32_t> token_positions(std::span<const size_t> token_ends, std::span<const size_t> byte_ends);
+
 }  // namespace ws

@@ -136,9 +136,9 @@ std::vector<uint8_t> read_all(const std::string& path, size_t max_bytes) {
 
 }  // namespace
 
-size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& tokens,
-                           const std::vector<std::shared_ptr<const Snapshot>>& snapshots) {
-  if (snapshots.empty()) throw std::invalid_argument("write_snapshot_file: no snapshots");
+std::vector<uint8_t> encode_snapshot_file(const std::vector<int32_t>& tokens,
+                                          const std::vector<std::shared_ptr<const Snapshot>>& snapshots) {
+  if (snapshots.empty()) throw std::invalid_argument("encode_snapshot_file: no snapshots");
   Writer w;
   w.put_bytes(kMagic, sizeof kMagic);
   w.put(kVersion);
@@ -160,7 +160,7 @@ size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& 
   w.put(uint32_t(snapshots.size()));
   for (const auto& s : snapshots) {
     if (s->model_id != snapshots[0]->model_id || s->position < 0 || size_t(s->position) > tokens.size())
-      throw std::invalid_argument("write_snapshot_file: a snapshot of another model or past the tokens");
+      throw std::invalid_argument("encode_snapshot_file: a snapshot of another model or past the tokens");
     w.put(int32_t(s->position));
     w.put(uint32_t(s->logits.size()));
     w.put_bytes(s->logits.data(), s->logits.size() * sizeof(float));
@@ -169,12 +169,18 @@ size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& 
     w.put(s->checksum);
   }
   w.put(hash_bytes(w.bytes().data(), w.bytes().size()));
+  return std::move(w.bytes());
+}
+
+size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& tokens,
+                           const std::vector<std::shared_ptr<const Snapshot>>& snapshots) {
+  const std::vector<uint8_t> bytes = encode_snapshot_file(tokens, snapshots);  // [file size]
   // Written beside the target and renamed: a crash mid-write never leaves half a file
   // under the name a later restore reads.
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(w.bytes().data()), std::streamsize(w.bytes().size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     if (!out.flush()) {
       std::remove(tmp.c_str());
       throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
@@ -186,11 +192,15 @@ size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& 
     std::remove(tmp.c_str());
     throw std::runtime_error(path + ": cannot write: " + ec.message());
   }
-  return w.bytes().size();
+  return bytes.size();
 }
 
 SavedSequence read_snapshot_file(const std::string& path, uint64_t expected_model_id, size_t max_bytes) {
-  const std::vector<uint8_t> data = read_all(path, max_bytes);
+  return decode_snapshot_file(read_all(path, max_bytes), path, expected_model_id);
+}
+
+SavedSequence decode_snapshot_file(const std::vector<uint8_t>& data, const std::string& path,
+                                   uint64_t expected_model_id) {
   Reader r(path, data);
   if (data.size() < sizeof kMagic + 8 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
     r.fail("no WSSNAP01 header");

@@ -27,15 +27,20 @@ struct SavedSequence {
   std::vector<Snapshot> snapshots;  // by position, the deepest last
 };
 
-// Writes `tokens` and `snapshots` (each of the same model, taken after a prefix of `tokens`)
-// to `path` through a temporary file renamed into place. Returns bytes written; throws
-// std::runtime_error on an I/O error.
+// The file's bytes for `tokens` and `snapshots` (each of the same model, taken after a
+// prefix of `tokens`, by increasing position).
+std::vector<uint8_t> encode_snapshot_file(const std::vector<int32_t>& tokens,
+                                          const std::vector<std::shared_ptr<const Snapshot>>& snapshots);
+// Decodes them. `expected_model_id`: a snapshot of other weights is refused. Throws
+// std::runtime_error naming `label` (the file) and what is wrong.
+SavedSequence decode_snapshot_file(const std::vector<uint8_t>& data, const std::string& label,
+                                   uint64_t expected_model_id);
+
+// encode_snapshot_file into `path` through a temporary file renamed into place. Returns
+// bytes written; throws std::runtime_error on an I/O error.
 size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& tokens,
                            const std::vector<std::shared_ptr<const Snapshot>>& snapshots);
-
-// Reads a file written by write_snapshot_file. `expected_model_id`: a snapshot of other
-// weights is refused. `max_bytes`: larger files are refused before being read. Throws
-// std::runtime_error naming the file and what is wrong with it.
+// decode_snapshot_file of the file at `path`; larger than `max_bytes` is refused unread.
 SavedSequence read_snapshot_file(const std::string& path, uint64_t expected_model_id, size_t max_bytes);
 
 }  // namespace ws

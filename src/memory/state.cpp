@@ -136,6 +136,10 @@ FullKvState::FullKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int3
 size_t FullKvState::page_bytes() const { return 2 * size_t(page_size_) * row_size() * elem_size(type_); }
 
 size_t FullKvState::bytes() const { return sealed_.size() * page_bytes() + tail_.k.size() + tail_.v.size(); }
+size_t FullKvState::bytes_at(int32_t n_positions, int32_t /*n_last*/) const {
+  const size_t pages = size_t(n_positions / page_size_), tail = size_t(n_positions % page_size_);
+  return pages * page_bytes() + 2 * tail * size_t(row_size()) * elem_size(type_);
+}
 
 // The first n positions of a page between position-major [n][heads][row_bytes] and
 // head-major [heads][page_rows][row_bytes] (head_major: from the first to the second).
@@ -282,6 +286,14 @@ void SlidingKvState::truncate(int32_t pos) {
   k_.resize(keep);
   v_.resize(keep);
   n_ = pos;
+}
+
+size_t SlidingKvState::bytes_at(int32_t n_positions, int32_t n_last) const {
+  // append() drops cells before the last batch, keeping window-1+slack of the earlier ones.
+  if (n_positions <= 0) return 0;
+  const int64_t last = std::clamp<int64_t>(n_last, 1, n_positions);
+  const int64_t kept = std::min<int64_t>(n_positions - last, int64_t(window_) - 1 + slack_);
+  return 2 * size_t(std::max<int64_t>(0, kept + last)) * size_t(row_size()) * elem_size(type_);
 }
 
 void SlidingKvState::append(const float* k, const float* v, int32_t n) {
@@ -440,6 +452,12 @@ bool SeqState::try_truncate(int32_t pos) {
 size_t SeqState::bytes() const {
   size_t b = 0;
   for (const auto& l : layers_) b += l->bytes();
+  return b;
+}
+
+size_t SeqState::bytes_at_full_context(int32_t n_batch) const {
+  size_t b = 0;  // a full batch last: a sliding window's peak, an upper bound otherwise
+  for (const auto& l : layers_) b += l->bytes_at(n_ctx_, std::min(std::max(1, n_batch), n_ctx_));
   return b;
 }
 

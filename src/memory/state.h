@@ -76,6 +76,10 @@ class LayerState {
   virtual int32_t truncate_floor() const = 0;  // lowest position it can be cut back to exactly
   virtual void truncate(int32_t pos) = 0;      // pre: truncate_floor() <= pos <= position()
   virtual size_t bytes() const = 0;            // memory held (shared pages counted in full)
+  // bytes() after n_positions tokens fed from empty, the last n_last of them in one batch
+  // (a sliding window holds a batch beyond its window): sizes -c before anything is
+  // allocated, so a context that cannot fit is refused at start-up, not killed later.
+  virtual size_t bytes_at(int32_t n_positions, int32_t n_last) const = 0;
   virtual std::unique_ptr<LayerState> fork() const = 0;  // isolated copy (shares sealed pages)
   virtual LayerSnapshot snapshot() const = 0;
   // Bytes every snapshot of this layer copies whatever its position (recurrent buffers),
@@ -139,6 +143,7 @@ class FullKvState final : public KvStore {
   int32_t truncate_floor() const override { return 0; }
   void truncate(int32_t pos) override;
   size_t bytes() const override;
+  size_t bytes_at(int32_t n_positions, int32_t n_last) const override;
   std::unique_ptr<LayerState> fork() const override;
   LayerSnapshot snapshot() const override;
   void check(const LayerSnapshot& s) const override;
@@ -168,6 +173,7 @@ class SlidingKvState final : public KvStore {
   int32_t truncate_floor() const override;
   void truncate(int32_t pos) override;
   size_t bytes() const override { return k_.size() + v_.size(); }
+  size_t bytes_at(int32_t n_positions, int32_t n_last) const override;
   std::unique_ptr<LayerState> fork() const override;
   LayerSnapshot snapshot() const override;  // holds the last window-1 cells
   void check(const LayerSnapshot& s) const override;
@@ -195,6 +201,7 @@ class RecurrentState final : public LayerState {
   int32_t truncate_floor() const override { return n_; }
   void truncate(int32_t pos) override;
   size_t bytes() const override { return data_.size() * sizeof(float); }
+  size_t bytes_at(int32_t, int32_t) const override { return bytes(); }  // fixed size
   std::unique_ptr<LayerState> fork() const override;
   LayerSnapshot snapshot() const override { return snapshot_into({}); }
   size_t fixed_copy_bytes() const override { return bytes(); }
@@ -235,6 +242,9 @@ class SeqState {
   // cuts. false => unchanged.
   bool try_truncate(int32_t pos);
   size_t bytes() const;
+  // bytes() once the whole context is filled, its last n_batch positions in one batch
+  // (LayerState::bytes_at): the most one sequence of this model holds.
+  size_t bytes_at_full_context(int32_t n_batch) const;
   SeqState fork() const;
   // prepared: per layer, memory for its fixed copy (see prepare_snapshot_memory), or empty.
   Snapshot snapshot(std::vector<std::vector<uint8_t>> prepared = {}) const;

@@ -1,6 +1,7 @@
 #include "models/config.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace ws {
 
@@ -76,6 +77,15 @@ ModelConfig read_common_config(const gguf::File& f, const std::string& arch) {
   check_heads(f, k, c);
   if (c.n_rot > c.head_dim || c.n_rot % 2) f.fail("rope.dimension_count " + std::to_string(c.n_rot) + " is invalid");
   return c;
+}
+
+int32_t usable_context(const gguf::File& f, const ModelConfig& c) {
+  const std::string type = f.get_string(c.arch + ".rope.scaling.type");
+  const double factor = f.get_float(c.arch + ".rope.scaling.factor", 0.0);
+  const int64_t original = f.get_int(c.arch + ".rope.scaling.original_context_length", 0);
+  if ((type != "yarn" && type != "linear") || factor <= 1.0 || original <= 0) return c.n_ctx_train;
+  const double scaled = std::min(double(INT32_MAX), double(original) * factor);
+  return std::max(c.n_ctx_train, int32_t(scaled));
 }
 
 void require_attention_and_ffn(const gguf::File& f, const ModelConfig& c) {

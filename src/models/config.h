@@ -25,6 +25,11 @@ class ArchKeys {
 // The attention/FFN shape keys shared by every architecture; n_vocab from the token list.
 // head_count_kv and feed_forward_length may be per-layer arrays (hybrids).
 ModelConfig read_common_config(const gguf::File& f, const std::string& arch);
+// The longest context the model is meant for: n_ctx_train (`{arch}.context_length`, which
+// converters already set to the scaled length), or, when the file stores the pre-scaling
+// length with a YaRN / linear `rope.scaling.factor` and `original_context_length`, that
+// length times the factor if larger. llama.cpp compares -c with n_ctx_train alone.
+int32_t usable_context(const gguf::File& f, const ModelConfig& c);
 // Fails unless every layer has attention heads and an FFN (the dense families).
 void require_attention_and_ffn(const gguf::File& f, const ModelConfig& c);
 

@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "engine/prompt.h"
 #include "server/anthropic_api.h"
 #include "server/api_error.h"
 #include "server/chat_reply.h"
@@ -20,6 +21,7 @@ using Json = nlohmann::ordered_json;
 
 void send_anthropic_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
+  if (e.status() == 503) res.set_header("Retry-After", "1");  // as send_error does
   res.set_content(dump_json(anthropic_error_json(e)), "application/json");
 }
 

@@ -48,6 +48,8 @@ Server::~Server() = default;
 
 void Server::send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
+  // Busy (the waiting line or the connections are full): clients that honour it back off.
+  if (e.status() == 503) res.set_header("Retry-After", "1");
   res.set_content(dump_json(e.to_json()), "application/json");
 }
 

@@ -1,5 +1,7 @@
-// Chat turns with images: the rendered text (one vision::kMediaMarker per image) and the
-// image bytes -> prompt tokens, media chunks and checkpoint positions for the engine.
+// Chat turns with images: the rendered text (one kMediaMarker per image) and the image
+// bytes -> a TurnRequest. The prompt is built by engine/media_prompt.h (the same builder
+// `warmstart run/logits --mmproj` use); this adds the HTTP errors, the context check and
+// the serialised encodes.
 #pragma once
 #include <cstdint>
 #include <mutex>
@@ -7,10 +9,10 @@
 #include <vector>
 
 #include "chat/prompt.h"
-#include "engine/prompt.h"
+#include "engine/media_prompt.h"
 #include "engine/turn.h"
 #include "server/openai_request.h"
-#include "vision/media.h"
+#include "vision/context.h"
 
 namespace ws::server {
 
@@ -31,11 +33,5 @@ TurnRequest make_media_turn_request(const Tokenizer& tok, const VisionSupport& v
                                     const chat::RenderedPrompt& prompt, std::span<const std::vector<uint8_t>> images,
                                     const GenerationOptions& gen, int32_t n_ctx,
                                     const vision::ImageDecoder& decode = {});
-
-// Token positions in `mp` of the byte offsets `byte_ends` of `text` (message ends for
-// checkpoints). Empty when the layout cannot be matched (no message checkpoints then,
-// rather than wrong ones).
-std::vector<int32_t> media_message_ends(const Tokenizer& tok, const vision::VisionContext& vis, const std::string& text,
-                                        std::span<const size_t> byte_ends, const vision::MediaPrompt& mp);
 
 }  // namespace ws::server

@@ -118,10 +118,10 @@ void stream_job(const NativeDeps& d, httplib::Response& res, std::shared_ptr<Nat
 
 void serve_native(const NativeDeps& d, const httplib::Request& req, httplib::Response& res, NativeRequest nr) {
   std::shared_ptr<NativeJob> job = make_job(d, std::move(nr));
-  // Waits in line for a slot (503 at once when the line is full) before any byte is sent.
-  // id_slot is checked but not honoured: a request takes whichever slot frees first (every
-  // slot shares the prefix cache, so the slot does not decide what is reused).
-  job->lease.emplace(d.slots.acquire());
+  // Waits in line for a slot (503 at once when the line is full) before any byte is sent:
+  // the one id_slot names, else whichever frees first. Every slot shares the prefix cache,
+  // so the slot decides only whose sequence /slots reports and saves.
+  job->lease.emplace(d.slots.acquire(job->nr.id_slot));
   job->meta.id_slot = job->lease->slot_id();
   if (job->nr.gen.stream) return stream_job(d, res, std::move(job));
   Json results = Json::array();

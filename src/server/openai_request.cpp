@@ -7,8 +7,8 @@
 
 #include "server/api_error.h"
 #include "server/structured_output.h"
-#include "vision/image_url.h"
-#include "vision/media.h"
+#include "engine/media_prompt.h"
+#include "server/image_url.h"
 
 namespace ws::server {
 
@@ -215,7 +215,7 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
 namespace {
 
 // Content parts become one string (chat templates expect strings): text parts joined by
-// newlines, each image_url part replaced by vision::kMediaMarker at its spot, its bytes
+// newlines, each image_url part replaced by kMediaMarker at its spot, its bytes
 // appended to `images` in order (the media prompt builder pairs marker i with image i).
 json flatten_content(const json& content, const std::string& where, bool allow_local_files,
                      std::vector<std::vector<uint8_t>>& images) {
@@ -237,11 +237,11 @@ json flatten_content(const json& content, const std::string& where, bool allow_l
       if (!url || !url->is_string())
         throw bad_request("'" + at + ".image_url.url' must be a string", at + ".image_url.url", "invalid_type");
       try {
-        images.push_back(vision::load_image_url(url->get<std::string>(), allow_local_files));
+        images.push_back(load_image_url(url->get<std::string>(), allow_local_files));
       } catch (const vision::ImageError& e) {
         throw bad_request("'" + at + ".image_url': " + e.what(), at + ".image_url", "invalid_image");
       }
-      piece = vision::kMediaMarker;
+      piece = kMediaMarker;
     } else {
       throw bad_request("'" + where + "': only text and image_url content parts are supported", where,
                         "invalid_value");

@@ -33,7 +33,7 @@ using Json = nlohmann::ordered_json;
 
 struct ChatRequest {
   Json messages;  // validated; array content parts flattened to strings
-  // Encoded bytes of the image_url parts, in order; each left vision::kMediaMarker in its
+  // Encoded bytes of the image_url parts, in order; each left kMediaMarker in its
   // message's text.
   std::vector<std::vector<uint8_t>> images;
   Json tools;     // null when absent

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "tokenizer/tokenizer.h"
-#include "vision/media.h"
+#include "vision/image.h"
 
 namespace ws::server {
 

@@ -9,7 +9,9 @@
 // (cached checkpoints stay, shared with other conversations, until the budget evicts them).
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <filesystem>
 
 #include "memory/snapshot_file.h"
@@ -47,13 +49,15 @@ void Server::handle_slots(const httplib::Request& req, httplib::Response& res) {
   bool any_free = false;
   for (const auto& s : slots_.info()) {
     any_free = any_free || !s.busy;
+    std::vector<Token> text_tokens;  // images' placeholder positions (negative ids) left out
+    std::copy_if(s.tokens.begin(), s.tokens.end(), std::back_inserter(text_tokens), [](Token t) { return t >= 0; });
     out.push_back({{"id", s.id},
                    {"id_task", -1},
                    {"n_ctx", cfg_.n_ctx},
                    {"speculative", false},
                    {"is_processing", s.busy},
                    {"n_tokens", s.tokens.size()},
-                   {"prompt", tok_.decode(s.tokens, true)}});
+                   {"prompt", tok_.decode(text_tokens, true)}});
   }
   // ?fail_on_no_slot=1: a load balancer's probe, 503 when every slot is busy.
   if (req.has_param("fail_on_no_slot") && req.get_param_value("fail_on_no_slot") != "0" && !any_free)

@@ -66,8 +66,11 @@ Matrix pack_for_cpu(const Matrix& w);
 // one buffer: large enough for huge pages, where each expert alone is not.
 std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape);
 
+// scalar: the reference kernels. avx2: the SIMD kernels, which need AVX2+FMA+F16C and also
+// take the AVX-512 VNNI / BF16 panel paths where the CPU has them (WARMSTART_ISA=avx2
+// keeps them to AVX2).
 enum class Isa { scalar, avx2 };
-Isa detected_isa();  // what this CPU supports (AVX2+FMA+F16C -> avx2)
+Isa detected_isa();  // what this CPU supports
 
 // y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens.
 //   x: [n_tokens][w.cols] f32, y: [n_tokens][w.rows] f32.

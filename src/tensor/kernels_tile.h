@@ -1,5 +1,5 @@
 // The register tile and row-range driver shared by the SIMD matmul translation units
-// (kernels_avx2.cpp, kernels_vnni_avx2.cpp), each instantiating it with its own Ops.
+// (kernels_avx2.cpp and, through the panel headers, kernels_avx512*.cpp), each with its own Ops.
 // Included only from files compiled for AVX2 (or more); everything here is internal to
 // the including file (anonymous namespace) and uses no standard-library templates, so
 // no instance compiled for a wider ISA can be shared with (and picked by the linker for)

@@ -2,6 +2,7 @@
 // preprocessing (shared/fixtures/README.md 8.4): every resize happens on 8-bit RGB.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,9 @@ inline constexpr int64_t kMaxImagePixels = int64_t(8192) * 8192;
 // so a decompression bomb costs no memory), ImageError with a clear message for anything else.
 RgbImage decode_image(std::span<const uint8_t> bytes, int64_t max_pixels = kMaxImagePixels);
 RgbImage decode_image_file(const std::string& path);  // reads, then decode_image
+// A decoder the media prompt builder calls per image (the server's applies a per-request
+// pixel budget and bounds concurrent decodes); empty: decode_image.
+using ImageDecoder = std::function<RgbImage(std::span<const uint8_t>)>;
 // Writes 8-bit RGB PNG (tests and tools).
 void write_png(const std::string& path, const RgbImage& img);
 

@@ -1,4 +1,4 @@
-#include "vision/report.h"
+#include "engine/vision_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "engine/eval.h"
 #include "engine/logit_report.h"
 
-namespace ws::vision {
+namespace ws {
 namespace {
 
 using nlohmann::json;
@@ -83,8 +83,9 @@ void add_mrope_fields(json& j, const std::vector<int32_t>& rp, const MediaPrompt
 
 }  // namespace
 
-VisionEval evaluate_multimodal(const Model& model, const Tokenizer& tok, VisionContext& vis, const std::string& text,
-                               std::span<const std::vector<uint8_t>> images, int32_t n_ubatch, ThreadPool& pool) {
+VisionEval evaluate_multimodal(const Model& model, const Tokenizer& tok, vision::VisionContext& vis,
+                               const std::string& text, std::span<const std::vector<uint8_t>> images,
+                               int32_t n_ubatch, ThreadPool& pool) {
   VisionEval ev;
   ev.prompt = build_media_prompt(tok, model.config().n_embd, text, images, vis, pool);
   const MediaPrompt& mp = ev.prompt;
@@ -101,7 +102,7 @@ VisionEval evaluate_multimodal(const Model& model, const Tokenizer& tok, VisionC
       eval_tokens(model, state, std::span(mp.tokens).subspan(size_t(c.pos0), size_t(c.n)), n_ubatch, LogitsMode::all,
                   rows, pool, rp);
     } else {
-      EncodeTrace trace;
+      vision::EncodeTrace trace;
       ev.embeddings.push_back(vis.model().encode(mp.images[size_t(c.image_index)]->entries[size_t(c.entry)], pool, &trace));
       ev.traces.push_back(std::move(trace));
       eval_embeddings(model, state, ev.embeddings.back().data(), c.n, c.non_causal, n_ubatch, LogitsMode::all, rows,
@@ -112,11 +113,11 @@ VisionEval evaluate_multimodal(const Model& model, const Tokenizer& tok, VisionC
   return ev;
 }
 
-void write_vision_report(const std::string& prefix, const VisionEval& ev, const VisionContext& vis,
+void write_vision_report(const std::string& prefix, const VisionEval& ev, const vision::VisionContext& vis,
                          const ModelConfig& cfg, const ReportFiles& files, std::vector<int32_t> positions) {
   const MediaPrompt& mp = ev.prompt;
   const int32_t n = int32_t(mp.tokens.size()), V = cfg.n_vocab;
-  const VisionHParams& hp = vis.model().hparams();
+  const vision::VisionHParams& hp = vis.model().hparams();
   if (positions.empty()) positions = default_positions(mp);
   for (int32_t p : positions)
     if (p < 0 || p >= n) throw std::invalid_argument("--positions: " + std::to_string(p) + " is outside 0.." + std::to_string(n - 1));
@@ -131,7 +132,7 @@ void write_vision_report(const std::string& prefix, const VisionEval& ev, const 
   j["image_size"] = {files.image_width, files.image_height};
   j["n_vocab"] = V;
   j["n_embd"] = cfg.n_embd;
-  j["projector"] = {{"type", projector_name(hp.projector)}, {"image_size", hp.image_size},
+  j["projector"] = {{"type", vision::projector_name(hp.projector)}, {"image_size", hp.image_size},
                     {"patch_size", hp.patch_size}, {"scale_factor", hp.scale_factor},
                     {"vision_n_embd", hp.n_embd}, {"n_embd_text", hp.projection_dim}};
   json chunks = json::array(), entries = json::array();
@@ -147,8 +148,8 @@ void write_vision_report(const std::string& prefix, const VisionEval& ev, const 
       boundary = c.pos0 + c.n;
       n_img_tokens += c.n;
       ++n_img_chunks;
-      const PixelEntry& e = mp.images[size_t(c.image_index)]->entries[size_t(c.entry)];
-      const EncodeTrace& t = ev.traces[img];
+      const vision::PixelEntry& e = mp.images[size_t(c.image_index)]->entries[size_t(c.entry)];
+      const vision::EncodeTrace& t = ev.traces[img];
       const int64_t np = int64_t(t.vit_out.size()) / hp.n_embd;
       cj["image_entry"] = img;
       cj["non_causal"] = c.non_causal;
@@ -212,4 +213,4 @@ void write_vision_report(const std::string& prefix, const VisionEval& ev, const 
   if (!out) throw std::runtime_error("cannot write '" + prefix + ".json'");
 }
 
-}  // namespace ws::vision
+}  // namespace ws

@@ -8,14 +8,14 @@
 
 #include "vision/image.h"
 
-namespace ws::vision {
+namespace ws::server {
 
-// The encoded image bytes behind `url`. Throws ImageError (-> HTTP 400) with a clear
+// The encoded image bytes behind `url`. Throws vision::ImageError (-> HTTP 400) with a clear
 // message for remote URLs, file:// without `allow_local_files`, unreadable files and
 // malformed data: URLs. The bytes are not decoded here (decode_image does that).
 std::vector<uint8_t> load_image_url(const std::string& url, bool allow_local_files);
 
-// Standard base64 (RFC 4648, padding optional, whitespace ignored); throws ImageError.
+// Standard base64 (RFC 4648, padding optional, whitespace ignored); throws vision::ImageError.
 std::vector<uint8_t> base64_decode(const std::string& text);
 
-}  // namespace ws::vision
+}  // namespace ws::server
