@@ -5,35 +5,18 @@
 
 #include "server/anthropic_api.h"
 #include "server/api_error.h"
+#include "server/openai_request.h"
 
 namespace ws::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-const char* type_name(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "a boolean";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::object: return "an object";
-    default: return "a number";
-  }
-}
-
-ApiError wrong_type(const std::string& where, const char* expected, const Json& got) {
-  return bad_request("'" + where + "' must be " + expected + ", got " + type_name(got), where, "invalid_type");
-}
+using fields::field;  // the field if present and not null, as the OpenAI parsers read it
+using fields::wrong_type;
 
 ApiError missing(const std::string& where) {
   return bad_request("'" + where + "' is required", where, "missing_required_parameter");
-}
-
-// The field if present and not null (null means absent, as the OpenAI parsers read it).
-const Json* field(const Json& obj, const char* name) {
-  const auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
 std::string get_string(const Json& obj, const char* name, const std::string& where, bool required) {
