@@ -252,6 +252,12 @@ TEST_F(ServerTest, MetricsExposeRequestsTokensCacheAndTtft) {
   EXPECT_GT(metric(m.body, "warmstart_prompt_tokens_total"), 0);
   EXPECT_GT(metric(m.body, "warmstart_cache_bytes"), 0);
   EXPECT_NE(m.body.find("warmstart_ttft_seconds_bucket{le=\"+Inf\"}"), std::string::npos);
+  // The batching loop ran the turn's passes: its prompt rows and the tokens fed back.
+  EXPECT_GT(metric(m.body, "warmstart_step_rows_count"), 0);
+  EXPECT_GT(metric(m.body, "warmstart_step_rows_total{kind=\"prompt\"}"), 0);
+  for (const char* name : {"warmstart_step_last_rows", "warmstart_step_busy_seconds_total", "warmstart_step_waiting",
+                           "warmstart_decode_tokens_per_second"})
+    EXPECT_GE(metric(m.body, name), 0) << name << " missing";
 }
 
 // Without streaming nothing is written until the end, so the server must notice the
@@ -606,6 +612,32 @@ TEST(ServerLimits, BusyBeyondTheQueueIs503) {
     if (again.status != 200) std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(again.status, 200) << "the slot was not freed after the client left";
+}
+
+// A request waiting in line whose client hangs up leaves the line (and is never run).
+TEST(ServerLimits, ClientLeavingTheQueueGivesItsPlaceBack) {
+  ServerProcess srv({"--parallel", "1", "--queue", "4", "-t", "1"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  RawStream holder(srv.port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, 3500, true), 2);
+  ASSERT_EQ(holder.received().find("[DONE]"), std::string::npos);
+  {
+    RawStream waiter(srv.port(), chat_body({{{"role", "user"}, {"content", "queued"}}}, 4, false), 0);
+    double waiting = 0;
+    for (int i = 0; i < 200 && waiting == 0; ++i) {
+      waiting = metric(curl(srv.port(), "/metrics").body, "warmstart_queue_waiting");
+      if (waiting == 0) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_EQ(waiting, 1);
+  }  // the waiting client vanishes here
+  std::string after;
+  for (int i = 0; i < 100; ++i) {
+    after = curl(srv.port(), "/metrics").body;
+    if (metric(after, "warmstart_queue_waiting") == 0) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(metric(after, "warmstart_queue_waiting"), 0) << "the gone client still holds its place in line";
+  EXPECT_EQ(metric(after, "warmstart_slots_busy"), 1) << "the holder's turn should still run";
+  EXPECT_NE(after.find("status=\"499\""), std::string::npos) << after;
 }
 
 TEST(ServerLimits, ChatTemplateFileAndTemplateErrors) {

@@ -27,6 +27,7 @@ struct ServeOptions {
   std::string reasoning_format = "auto", pooling = "mean", slot_save_path;
   bool allow_local_files = false, embeddings = false, reranking = false;
   int n_predict = -1, ubatch = 512;
+  int step_tokens = StepLoopOptions{}.step_tokens;  // -b: rows per batched step
   LlamaServerExtras extras;
   double image_cache_mb = 256;  // encoded image embeddings kept for later turns
   int port = 8080;
@@ -134,10 +135,13 @@ int run_serve(ServeOptions o) {
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
   eo.memory.kv_type = o.kv.type();
-  eo.n_ubatch = o.ubatch;
+  // A turn's micro-batches fit a step, so a client that leaves mid-prompt is noticed
+  // within about one step (TurnRequest::cancelled is polled between micro-batches).
+  eo.n_ubatch = std::min(o.ubatch, o.step_tokens);
   eo.checkpoints = o.checkpoints.policy();
-  const int threads_per_slot = std::max(1, o.threads / o.parallel);
-  server::SlotPool slots(*m.model, *m.tokenizer, &cache, eo, o.parallel, threads_per_slot, o.queue);
+  StepLoopOptions steps;
+  steps.step_tokens = o.step_tokens;
+  server::SlotPool slots(*m.model, *m.tokenizer, &cache, eo, o.parallel, o.threads, steps, o.queue);
 
   // --mmproj: the projector file (the tower's weights point into its mapping), its
   // context and the encode pool live until the server stops, because image embeddings
@@ -176,9 +180,9 @@ int run_serve(ServeOptions o) {
   server::Server srv(cfg, *m.tokenizer, cache, slots, chat, vision_support);
   const int port = srv.bind();
   std::fprintf(stderr,
-               "warmstart serve: listening on http://%s:%d (model %s, %d slots x %d threads, context %d, "
-               "cache budget %.0f MiB, chat template: %s, images: %s)\n",
-               o.host.c_str(), port, cfg.model_name.c_str(), o.parallel, threads_per_slot, o.ctx, budget_mb,
+               "warmstart serve: listening on http://%s:%d (model %s, %d slots batched on %d threads, %d tokens a "
+               "step, context %d, cache budget %.0f MiB, chat template: %s, images: %s)\n",
+               o.host.c_str(), port, cfg.model_name.c_str(), o.parallel, o.threads, o.step_tokens, o.ctx, budget_mb,
                chat.uses_model_template() ? tmpl_label.c_str() : "ChatML (the model has none)",
                vis ? vision::projector_name(vis->model().hparams().projector) : "no (no --mmproj)");
   std::fflush(stderr);
@@ -219,6 +223,11 @@ Command add_serve(CLI::App& root) {
                   "tokens a reply may have when the request sets no limit (-1: until the context is full)")
       ->check(CLI::Range(-1, 1 << 30));
   app->add_option("--ubatch-size", o->ubatch, "prompt tokens per forward pass (alias -ub; default 512)")
+      ->check(CLI::Range(1, 1 << 16));
+  app->add_option("-b,--batch-size", o->step_tokens,
+                  "rows one batched forward pass takes: the next token of every streaming slot plus prompt rows "
+                  "(longer prompts continue in the next steps); bounds how long a new prompt delays the streams "
+                  "(default 256)")
       ->check(CLI::Range(1, 1 << 16));
   app->add_option("--slot-save-path", o->slot_save_path,
                   "folder for POST /slots/ID?action=save|restore (default: those actions are refused)");

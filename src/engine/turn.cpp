@@ -8,6 +8,9 @@
 namespace ws {
 namespace {
 
+// Thrown between micro-batches when TurnRequest::cancelled says the client left.
+struct TurnCancelled {};
+
 using clock_type = std::chrono::steady_clock;
 double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
@@ -152,6 +155,7 @@ Boundary Engine::ingest(const TurnRequest& req, int32_t from, SeqState& state, s
   std::vector<float> chunk_logits;  // [chunk][n_vocab] or [n_vocab]
   int32_t pos = from;
   while (pos < n) {
+    if (req.cancelled && req.cancelled()) throw TurnCancelled();
     int32_t end = std::min(n, pos + opt_.n_ubatch);
     if (next_cp < plan.size() && plan[next_cp].first < end) end = plan[next_cp].first;
     // Text and each media chunk go in separate batches; a non-causal chunk goes whole.
@@ -220,10 +224,19 @@ TurnResult Engine::run_samples(const TurnRequest& req, const SampleSink& sink) {
   bool frontier_due = res.reused < n;  // a checkpoint at n, once the first token is out
   Boundary frontier_kind = Boundary::frontier;
   PreparedSnapshotMemory memory(cache_ && cache_->enabled() ? state.fixed_copy_bytes() : std::vector<size_t>{});
-  if (frontier_due)
-    frontier_kind = ingest(req, res.reused, state, logits, memory, res);
-  else
+  if (frontier_due) {
+    try {
+      frontier_kind = ingest(req, res.reused, state, logits, memory, res);
+    } catch (const TurnCancelled&) {  // the checkpoints laid so far stay: a retry reuses them
+      res.stop_reason = "cancelled";
+      res.samples.assign(size_t(std::max<int32_t>(1, req.n_samples)), {{}, "cancelled"});
+      res.computed = state.position() - res.reused;
+      res.total_ms = ms_since(t0);
+      return res;
+    }
+  } else {
     logits = hit.snapshot->logits;  // a regeneration: the frontier kept them
+  }
   // The frontier's copy (MiBs for recurrent layers) waits until the first token has
   // reached the client; nothing has changed the state or the logits by then.
   auto take_frontier = [&] {

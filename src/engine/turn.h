@@ -64,6 +64,9 @@ struct TurnRequest {
   // advance one token each in turn.
   int32_t n_samples = 1;
   bool record_logits = false;  // keep the logits of the computed prompt tail and of each generated token
+  // Polled before each micro-batch of the prompt: true ends the turn there (the client
+  // left), with stop_reason "cancelled" and nothing generated. Generation stops through the sink.
+  std::function<bool()> cancelled;
 };
 
 struct TurnResult {
@@ -76,7 +79,7 @@ struct TurnResult {
   int32_t checkpoints = 0;            // how many the prompt took, the frontier included
   std::vector<int32_t> chunk_ends;    // micro-batch boundaries used for the prompt tail
   std::vector<float> logits;          // record_logits: [(prompt - reused) + fed generated][n_vocab]
-  std::string stop_reason;            // "eog", "length", "client", "context"
+  std::string stop_reason;            // "eog", "length", "client" (the sink), "context", "cancelled"
   // One per reply (n_samples); generated and stop_reason above are samples[0]'s.
   struct Sample {
     std::vector<Token> generated;

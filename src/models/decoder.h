@@ -16,27 +16,23 @@
 
 namespace ws {
 
-// One micro-batch on its way through the layers.
+// The rows of one or more sequences on their way through the layers (SeqRows).
 struct LayerPass {
-  const Batch& batch;
-  SeqState& state;
-  int64_t n = 0;      // rows in the batch
-  int32_t pos0 = 0;   // position of the first row
+  SeqSpan seqs;       // in row order, covering rows [0, n)
+  int64_t n = 0;      // rows of all sequences
   ThreadPool& pool;
   std::vector<float> xn;   // [n][n_embd] f32: normed input of a branch
   std::vector<float> out;  // [n][n_embd] f32: branch output
-  // Per-batch inputs an architecture computes once in begin_batch and its layers read;
+  // Per-pass inputs an architecture computes once in begin_batch and its layers read;
   // empty unless it fills it. gemma4: [n][n_layer][P] f32 per-layer embedding inputs.
   std::vector<float> extra = {};
-  template <class S>
-  S& memory(size_t il) const { return static_cast<S&>(state.layer(il)); }
 };
 
 class Decoder : public Model {
  public:
   const ModelConfig& config() const final { return cfg_; }
   SeqState make_state(const MemoryOptions& opts) const final;
-  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits, ThreadPool& pool) const final;
+  void forward_many(std::span<SeqStep> steps, ThreadPool& pool) const final;
 
  protected:
   explicit Decoder(ModelConfig cfg) : cfg_(std::move(cfg)) {}
@@ -45,7 +41,7 @@ class Decoder : public Model {
   virtual std::unique_ptr<LayerState> layer_memory(size_t il, const MemoryOptions& opts) const = 0;
   // Layer il's update of the residual stream x: [n][n_embd].
   virtual void layer_forward(size_t il, float* x, LayerPass& p) const = 0;
-  // Called once per batch after the embedding, before the layers (per-batch inputs).
+  // Called once per pass after the embedding, before the layers (per-pass inputs).
   virtual void begin_batch(const float* /*x*/, LayerPass& /*p*/) const {}
   // Post-processing of `rows` logit rows: [rows][n_vocab] (softcapping, logit scale).
   virtual void finish_logits(float* /*logits*/, int64_t /*rows*/) const {}

@@ -55,10 +55,8 @@ class Gemma3Model final : public Decoder {
   // Sandwich norms: x += post_norm(branch(pre_norm(x))) for attention, then the FFN.
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     const Gemma3Layer& l = layers_[il];
-    ops::AttnOptions ao = l.sliding ? attn_sliding_ : attn_global_;
-    ao.non_causal = p.batch.non_causal;
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
-      ops::attention_block(l.attn, ao, p.memory<KvStore>(il), xn, p.n, p.pos0, out, p.pool);
+      ops::attention_block(l.attn, l.sliding ? attn_sliding_ : attn_global_, il, p.seqs, xn, p.n, out, p.pool);
       ops::rms_norm(out, l.post_attn_norm, out, p.n, cfg_.n_embd, cfg_.rms_eps);
     });
     pre_norm(x, l.ffn_norm, p, [&](const float* xn, float* out) {

@@ -157,12 +157,14 @@ class Gemma4Model final : public Decoder {
     ops::rms_norm(p.extra.data(), pl_proj_norm_, p.extra.data(), n * cfg_.n_layer, n_pl_, cfg_.rms_eps);
     const float tok_scale = std::sqrt(float(n_pl_)), in_scale = 1.0f / std::sqrt(2.0f);
     std::vector<float> row(static_cast<size_t>(w));  // [n_layer * P] f32 per-layer token embedding
-    for (int64_t t = 0; t < n; ++t) {
-      get_row(pl_tok_embd_, p.batch.embeddings ? 0 : p.batch.tokens[size_t(t)], row.data());
-      float* e = p.extra.data() + t * w;
-      for (int64_t i = 0; i < w; ++i) {
-        const float tok = row[size_t(i)] * tok_scale;
-        e[i] = (e[i] + tok) * in_scale;
+    for (const SeqRows& s : p.seqs) {
+      for (int64_t t = 0; t < s.n; ++t) {
+        get_row(pl_tok_embd_, s.batch->embeddings ? 0 : s.batch->tokens[size_t(t)], row.data());
+        float* e = p.extra.data() + (s.row0 + t) * w;
+        for (int64_t i = 0; i < w; ++i) {
+          const float tok = row[size_t(i)] * tok_scale;
+          e[i] = (e[i] + tok) * in_scale;
+        }
       }
     }
   }
@@ -184,39 +186,45 @@ class Gemma4Model final : public Decoder {
       for (int64_t i = 0; i < n * d; ++i) x[i] *= l.out_scale;
   }
 
-  // out = wo(attention(q, KV of l.kv_source)). xn, out: [n][n_embd].
+  // out = wo(attention(q, KV of l.kv_source)), each sequence against its own KV.
+  // xn, out: [n][n_embd].
   void attention(size_t il, const Gemma4Layer& l, const float* xn, float* out, LayerPass& p) const {
     const int64_t n = p.n, hd = l.head_dim, nq = cfg_.n_head * hd;
     const ops::RopeParams& rope = l.sliding ? rope_swa_ : rope_full_;
     std::vector<float> q(size_t(n * nq)), a(size_t(n * nq));  // [n][n_head][hd] queries, attention output
     matmul(l.wq, xn, n, q.data(), p.pool);
     ops::rms_norm(q.data(), l.q_norm, q.data(), n * cfg_.n_head, hd, cfg_.rms_eps);
-    ops::rope(q.data(), n, cfg_.n_head, int32_t(hd), p.pos0, rope);
+    for (const SeqRows& s : p.seqs) ops::rope(q.data() + s.row0 * nq, s.n, cfg_.n_head, int32_t(hd), s.pos0, rope);
     if (l.kv_source == int32_t(il))
-      append_kv(l, p.memory<KvStore>(il), xn, rope, p);
+      append_kv(l, il, xn, rope, p);
     else
-      p.memory<RecurrentState>(il).advance(int32_t(n));
+      for (const SeqRows& s : p.seqs) s.memory<RecurrentState>(il).advance(int32_t(s.n));
     // The source layer ran earlier in this layer loop, so its cache already holds this batch.
-    const KvStore& kv = p.memory<KvStore>(size_t(l.kv_source));
-    const ops::AttentionParams ap{cfg_.n_head, 1.0f, l.sliding ? window_ : 0, p.batch.non_causal};
-    ops::attention(q.data(), kv, n, p.pos0, ap, a.data(), p.pool);
+    for (const SeqRows& s : p.seqs) {
+      const KvStore& kv = s.memory<KvStore>(size_t(l.kv_source));
+      const ops::AttentionParams ap{cfg_.n_head, 1.0f, l.sliding ? window_ : 0, s.batch->non_causal};
+      ops::attention(q.data() + s.row0 * nq, kv, s.n, s.pos0, ap, a.data() + s.row0 * nq, p.pool);
+    }
     matmul(l.wo, a.data(), n, out, p.pool);
   }
 
   // K = rope(RMSNorm_head(wk xn, k_norm)), V = RMSNorm_head(wv xn) without weight (the raw
-  // K projection when the layer has no attn_v), appended to kv.
-  void append_kv(const Gemma4Layer& l, KvStore& kv, const float* xn, const ops::RopeParams& rope, LayerPass& p) const {
-    const int64_t n = p.n, rows = n * kv.n_kv_heads();
-    std::vector<float> k(size_t(n * kv.row_size())), v(k.size());  // [n][n_kv][hd] new keys, values
+  // K projection when the layer has no attn_v), appended to each sequence's KV of layer il.
+  void append_kv(const Gemma4Layer& l, size_t il, const float* xn, const ops::RopeParams& rope, LayerPass& p) const {
+    const KvStore& kv0 = p.seqs[0].memory<KvStore>(il);
+    const int64_t n = p.n, n_kv = kv0.n_kv_heads(), row = kv0.row_size();
+    std::vector<float> k(size_t(n * row)), v(k.size());  // [n][n_kv][hd] new keys, values
     matmul(l.wk, xn, n, k.data(), p.pool);
     if (l.has_v)
       matmul(l.wv, xn, n, v.data(), p.pool);
     else
       v = k;
-    ops::rms_norm(k.data(), l.k_norm, k.data(), rows, l.head_dim, cfg_.rms_eps);
-    ops::rms_norm(v.data(), nullptr, v.data(), rows, l.head_dim, cfg_.rms_eps);
-    ops::rope(k.data(), n, kv.n_kv_heads(), l.head_dim, p.pos0, rope);
-    kv.append(k.data(), v.data(), int32_t(n));
+    ops::rms_norm(k.data(), l.k_norm, k.data(), n * n_kv, l.head_dim, cfg_.rms_eps);
+    ops::rms_norm(v.data(), nullptr, v.data(), n * n_kv, l.head_dim, cfg_.rms_eps);
+    for (const SeqRows& s : p.seqs) {
+      ops::rope(k.data() + s.row0 * row, s.n, int32_t(n_kv), l.head_dim, s.pos0, rope);
+      s.memory<KvStore>(il).append(k.data() + s.row0 * row, v.data() + s.row0 * row, int32_t(s.n));
+    }
   }
 
   // out = ffn_down(gelu(ffn_gate xn) * ffn_up xn). xn, out: [n][n_embd].

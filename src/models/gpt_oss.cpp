@@ -82,7 +82,7 @@ class GptOssModel final : public Decoder {
     ops::AttnOptions ao = sliding(il) ? attn_sliding_ : attn_full_;
     ao.sinks = l.sinks;
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
-      ops::attention_block(l.attn, ao, p.memory<KvStore>(il), xn, p.n, p.pos0, out, p.pool);
+      ops::attention_block(l.attn, ao, il, p.seqs, xn, p.n, out, p.pool);
     });
     pre_norm(x, l.post_attn_norm, p, [&](const float* xn, float* out) {
       moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);

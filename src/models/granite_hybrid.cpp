@@ -71,9 +71,9 @@ class GraniteHybridModel final : public Decoder {
     const GraniteLayer& l = layers_[il];
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
       if (l.is_attention)
-        ops::attention_block(l.attn, attn_, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+        ops::attention_block(l.attn, attn_, il, p.seqs, xn, p.n, out, p.pool);
       else
-        mamba2_mixer(l.mixer, dims_, p.memory<RecurrentState>(il), xn, p.n, out, cfg_.rms_eps, p.pool);
+        mamba2_mixer(l.mixer, dims_, il, p.seqs, xn, p.n, out, cfg_.rms_eps, p.pool);
     }, residual_scale_);
     pre_norm(x, l.ffn_norm, p, [&](const float* xn, float* out) {
       if (l.moe.n_expert() > 0) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);

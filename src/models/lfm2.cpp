@@ -64,8 +64,8 @@ class Lfm2Model final : public Decoder {
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     const Lfm2Layer& l = layers_[il];
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
-      if (l.n_kv > 0) ops::attention_block(l.attn, attn_, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
-      else short_conv(l, p.memory<RecurrentState>(il), xn, p.n, out, p.pool);
+      if (l.n_kv > 0) ops::attention_block(l.attn, attn_, il, p.seqs, xn, p.n, out, p.pool);
+      else short_conv(l, il, p, xn, out);
     });
     pre_norm(x, l.ffn_norm, p, [&](const float* xn, float* out) {
       if (l.moe.n_expert() > 0) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);
@@ -102,9 +102,10 @@ class Lfm2Model final : public Decoder {
   }
 
   // out = out_proj(c * conv(b * h)); the conv state holds the last L-1 bx columns.
-  void short_conv(const Lfm2Layer& l, RecurrentState& rs, const float* u, int64_t n, float* out,
-                  ThreadPool& pool) const {
-    const int64_t d = cfg_.n_embd;
+  // Each sequence convolves its own rows with its own tail (layer il's memory).
+  void short_conv(const Lfm2Layer& l, size_t il, const LayerPass& p, const float* u, float* out) const {
+    const int64_t d = cfg_.n_embd, n = p.n;
+    ThreadPool& pool = p.pool;
     std::vector<float> bch(size_t(n * 3 * d));  // [n][3][n_embd]: b, c, h
     std::vector<float> bx(size_t(n * d));       // [n][n_embd] b * h, then the conv output
     matmul(l.in_proj, u, n, bch.data(), pool);
@@ -113,12 +114,16 @@ class Lfm2Model final : public Decoder {
       const float* h = b + 2 * d;
       for (int64_t c = 0; c < d; ++c) bx[size_t(t * d + c)] = b[c] * h[c];
     }
-    ops::causal_conv(l.conv, nullptr, l_cache_, rs.buffer(0).data(), bx.data(), d, n, d, bx.data(), pool);
+    for (const SeqRows& s : p.seqs) {
+      float* rows = bx.data() + s.row0 * d;
+      ops::causal_conv(l.conv, nullptr, l_cache_, s.memory<RecurrentState>(il).buffer(0).data(), rows, d, s.n, d, rows,
+                       pool);
+    }
     for (int64_t t = 0; t < n; ++t) {
       const float* cg = bch.data() + t * 3 * d + d;
       for (int64_t c = 0; c < d; ++c) bx[size_t(t * d + c)] = cg[c] * bx[size_t(t * d + c)];
     }
-    rs.advance(int32_t(n));
+    for (const SeqRows& s : p.seqs) s.memory<RecurrentState>(il).advance(int32_t(s.n));
     matmul(l.out_proj, bx.data(), n, out, pool);
   }
 

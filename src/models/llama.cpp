@@ -59,10 +59,8 @@ class LlamaModel final : public Decoder {
 
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     const LlamaLayer& l = layers_[il];
-    ops::AttnOptions ao = attn_;
-    ao.non_causal = p.batch.non_causal;
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
-      ops::attention_block(l.attn, ao, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+      ops::attention_block(l.attn, attn_, il, p.seqs, xn, p.n, out, p.pool);
     });
     pre_norm(x, l.ffn_norm, p, [&](const float* xn, float* out) {
       if (moe_) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);

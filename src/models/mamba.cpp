@@ -46,7 +46,7 @@ class MambaModel final : public Decoder {
 
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     pre_norm(x, layers_[il].attn_norm, p, [&](const float* xn, float* out) {
-      mixer(layers_[il], p.memory<RecurrentState>(il), xn, out, p.n, p.pool);
+      mixer(layers_[il], il, p, xn, out);
     });
   }
 
@@ -96,8 +96,11 @@ class MambaModel final : public Decoder {
     });
   }
 
-  // u: [n][n_embd] normed input, out: [n][n_embd] mixer output.
-  void mixer(const MambaLayer& l, RecurrentState& st, const float* u, float* out, int64_t n, ThreadPool& pool) const {
+  // u: [n][n_embd] normed input, out: [n][n_embd] mixer output. Each sequence convolves and
+  // scans its own rows from its own state (layer il's memory).
+  void mixer(const MambaLayer& l, size_t il, const LayerPass& p, const float* u, float* out) const {
+    const int64_t n = p.n;
+    ThreadPool& pool = p.pool;
     const int64_t di = d_inner_, nx = dt_rank_ + 2 * d_state_;
     std::vector<float> xz(size_t(n * 2 * di));  // [n][2*d_inner]: x then z
     std::vector<float> xs(size_t(n * di));      // [n][d_inner] conv + SiLU output
@@ -106,13 +109,20 @@ class MambaModel final : public Decoder {
     std::vector<float> dt(size_t(n * di));      // [n][d_inner] dt before bias and softplus
     std::vector<float> y(size_t(n * di));       // [n][d_inner] gated scan output
     matmul(l.in, u, n, xz.data(), pool);
-    ops::causal_conv(l.conv_w, l.conv_b, d_conv_, st.buffer(0).data(), xz.data(), 2 * di, n, di, xs.data(), pool);
+    for (const SeqRows& s : p.seqs)
+      ops::causal_conv(l.conv_w, l.conv_b, d_conv_, s.memory<RecurrentState>(il).buffer(0).data(),
+                       xz.data() + s.row0 * 2 * di, 2 * di, s.n, di, xs.data() + s.row0 * di, pool);
     ops::silu_rows(xs.data(), n, di, pool);
     matmul(l.x_proj, xs.data(), n, xdb.data(), pool);
     for (int64_t t = 0; t < n; ++t) std::copy_n(xdb.data() + t * nx, dt_rank_, dtr.data() + t * dt_rank_);
     matmul(l.dt_proj, dtr.data(), n, dt.data(), pool);
-    scan(l, st.buffer(1), xs.data(), dt.data(), xdb.data(), xz.data(), y.data(), n, pool);
-    st.advance(int32_t(n));
+    for (const SeqRows& s : p.seqs) {
+      RecurrentState& st = s.memory<RecurrentState>(il);
+      const int64_t r = s.row0;
+      scan(l, st.buffer(1), xs.data() + r * di, dt.data() + r * di, xdb.data() + r * nx, xz.data() + r * 2 * di,
+           y.data() + r * di, s.n, pool);
+      st.advance(int32_t(s.n));
+    }
     matmul(l.out, y.data(), n, out, pool);
   }
 

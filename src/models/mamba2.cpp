@@ -33,7 +33,7 @@ class Mamba2Model final : public Decoder {
 
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     pre_norm(x, layers_[il].norm, p, [&](const float* xn, float* out) {
-      mamba2_mixer(layers_[il].mixer, dims_, p.memory<RecurrentState>(il), xn, p.n, out, cfg_.rms_eps, p.pool);
+      mamba2_mixer(layers_[il].mixer, dims_, il, p.seqs, xn, p.n, out, cfg_.rms_eps, p.pool);
     });
   }
 

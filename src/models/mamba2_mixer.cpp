@@ -81,18 +81,23 @@ std::vector<size_t> mamba2_state_sizes(const Mamba2Dims& d) {
           size_t(d.n_heads) * size_t(d.head_dim()) * size_t(d.d_state)};
 }
 
-void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& state, const float* xn, int64_t n,
+void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, size_t il, SeqSpan seqs, const float* xn, int64_t n,
                   float* out, float eps, ThreadPool& pool) {
   const int64_t di = d.d_inner, C = d.conv_channels(), rows = d.in_rows();
   std::vector<float> zxbcdt(size_t(n * rows));  // [n][z (d_inner) | xBC (C) | dt (H)]
   std::vector<float> xbc(size_t(n * C));        // [n][C] after conv + SiLU
   std::vector<float> y(size_t(n * di));         // [n][d_inner] scan output
   matmul(w.in_proj, xn, n, zxbcdt.data(), pool);
-  ops::causal_conv(w.conv_w, w.conv_b, d.d_conv, state.buffer(0).data(), zxbcdt.data() + di, rows, n, C, xbc.data(),
-                   pool);
+  for (const SeqRows& s : seqs)
+    ops::causal_conv(w.conv_w, w.conv_b, d.d_conv, s.memory<RecurrentState>(il).buffer(0).data(),
+                     zxbcdt.data() + s.row0 * rows + di, rows, s.n, C, xbc.data() + s.row0 * C, pool);
   ops::silu_rows(xbc.data(), n, C, pool);
-  selective_scan(w, d, xbc.data(), zxbcdt.data() + di + C, rows, n, state.buffer(1).data(), y.data(), pool);
-  state.advance(int32_t(n));
+  for (const SeqRows& s : seqs) {
+    RecurrentState& state = s.memory<RecurrentState>(il);
+    selective_scan(w, d, xbc.data() + s.row0 * C, zxbcdt.data() + s.row0 * rows + di + C, rows, s.n,
+                   state.buffer(1).data(), y.data() + s.row0 * di, pool);
+    state.advance(int32_t(s.n));
+  }
   // Gate with SiLU(z), then RMSNorm each group of d_inner/G channels with its own weights.
   const int64_t gs = di / d.n_groups;
   pool.parallel_for(n, ThreadPool::rows_grain(di), [&](int64_t t0, int64_t t1) {

@@ -10,6 +10,7 @@
 
 #include "models/config.h"
 #include "models/model.h"
+#include "models/ops.h"
 #include "tensor/kernels.h"
 
 namespace ws {
@@ -45,9 +46,10 @@ Mamba2Weights load_mamba2_weights(const gguf::File& f, const std::string& prefix
 // and SSM state [H][P][N].
 std::vector<size_t> mamba2_state_sizes(const Mamba2Dims& d);
 
-// Runs the mixer on n tokens. xn: [n][n_embd] normed input, out: [n][n_embd] branch
-// output. Updates the state buffers token by token and advances the state by n.
-void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, RecurrentState& state, const float* xn, int64_t n,
+// Runs the mixer of layer il on the n rows of `seqs`. xn: [n][n_embd] normed input, out:
+// [n][n_embd] branch output. Each sequence updates its state buffers (its RecurrentState of
+// layer il) token by token and advances it by its rows.
+void mamba2_mixer(const Mamba2Weights& w, const Mamba2Dims& d, size_t il, SeqSpan seqs, const float* xn, int64_t n,
                   float* out, float eps, ThreadPool& pool);
 
 // Factories of the three files (registry.cpp reaches them through make_mamba2_family).

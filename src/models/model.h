@@ -3,6 +3,7 @@
 // general.architecture.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,17 +64,35 @@ struct Batch {
   int64_t size() const { return embeddings ? n_rows : int64_t(tokens.size()); }
 };
 
+// One sequence's part of a pass over several (continuous batching): its micro-batch, its
+// state and the logits it wants ([n][n_vocab] all, [n_vocab] last, [n][n_embd] hidden).
+struct SeqStep {
+  Batch batch;
+  SeqState* state = nullptr;
+  LogitsMode mode = LogitsMode::last;
+  float* logits = nullptr;
+  // Set by forward_many when this sequence's input was refused (full context, a bad token
+  // id, a non-causal batch the model cannot do): its state is unchanged, the others ran.
+  std::exception_ptr error;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
   virtual SeqState make_state(const MemoryOptions& opts) const = 0;
-  // Evaluates one micro-batch at positions state.position() .. +n-1, appends it to
-  // `state`, and writes logits: [n][n_vocab] (all), [1][n_vocab] (last) or nothing.
-  // Throws on a full context (or a non-causal batch the architecture cannot do),
-  // leaving `state` unchanged.
-  virtual void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits,
-                       ThreadPool& pool) const = 0;
+  // Evaluates each step's micro-batch at positions state.position() .. +n-1 of its own
+  // state, appends it there and writes its logits. All rows go through the weights
+  // together; each row's result is bit-identical to the same step evaluated alone (every
+  // kernel is batch-invariant). The states must be distinct.
+  virtual void forward_many(std::span<SeqStep> steps, ThreadPool& pool) const = 0;
+  // One sequence: throws on a full context (or a non-causal batch the architecture cannot
+  // do), leaving `state` unchanged.
+  void forward(const Batch& batch, SeqState& state, LogitsMode mode, float* logits, ThreadPool& pool) const {
+    SeqStep step{batch, &state, mode, logits, nullptr};
+    forward_many(std::span(&step, 1), pool);
+    if (step.error) std::rethrow_exception(step.error);
+  }
   void forward(std::span<const Token> tokens, SeqState& state, LogitsMode mode, float* logits,
                ThreadPool& pool) const {
     forward(Batch{tokens}, state, mode, logits, pool);

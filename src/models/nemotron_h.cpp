@@ -93,13 +93,13 @@ class NemotronHModel final : public Decoder {
     pre_norm(x, l.norm, p, [&](const float* xn, float* out) {
       switch (l.kind) {
         case BlockKind::mamba:
-          return mamba2_mixer(l.mixer, dims_, p.memory<RecurrentState>(il), xn, p.n, out, cfg_.rms_eps, p.pool);
+          return mamba2_mixer(l.mixer, dims_, il, p.seqs, xn, p.n, out, cfg_.rms_eps, p.pool);
         case BlockKind::attention:
-          return ops::attention_block(l.attn, attn_, p.memory<FullKvState>(il), xn, p.n, p.pos0, out, p.pool);
+          return ops::attention_block(l.attn, attn_, il, p.seqs, xn, p.n, out, p.pool);
         case BlockKind::mlp:
           if (n_expert_ > 0) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);
           else mlp(l, xn, p.n, out, p.pool);
-          p.memory<RecurrentState>(il).advance(int32_t(p.n));
+          for (const SeqRows& s : p.seqs) s.memory<RecurrentState>(il).advance(int32_t(s.n));
       }
     });
   }

@@ -503,15 +503,21 @@ void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, f
   attention(q, kv, n, pos0, {o.n_head, o.scale, o.window, o.non_causal, o.sinks}, attn, pool);
 }
 
-void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,
+void attention_block(const AttnWeights& w, const AttnOptions& o, size_t il, SeqSpan seqs, const float* xn, int64_t n,
                      float* out, ThreadPool& pool) {
-  const int64_t nq = int64_t(o.n_head) * kv.head_dim(), nkv = kv.row_size();
+  const int64_t nq = int64_t(o.n_head) * seqs[0].memory<KvStore>(il).head_dim();
+  const int64_t nkv = seqs[0].memory<KvStore>(il).row_size();
   std::vector<float> q(size_t(n * nq)), attn(size_t(n * nq));  // [n][n_head][hd] queries, attention output
   std::vector<float> k(size_t(n * nkv)), v(size_t(n * nkv));   // [n][n_kv][hd] new keys, values
   linear(w.wq, w.bq, xn, n, q.data(), pool);
   linear(w.wk, w.bk, xn, n, k.data(), pool);
   linear(w.wv, w.bv, xn, n, v.data(), pool);
-  attend(w, o, kv, q.data(), k.data(), v.data(), n, pos0, attn.data(), pool);
+  for (const SeqRows& s : seqs) {
+    AttnOptions so = o;
+    so.non_causal = s.batch->non_causal;
+    attend(w, so, s.memory<KvStore>(il), q.data() + s.row0 * nq, k.data() + s.row0 * nkv, v.data() + s.row0 * nkv,
+           s.n, s.pos0, attn.data() + s.row0 * nq, pool, s.batch->positions);
+  }
   linear(w.wo, w.bo, attn.data(), n, out, pool);
 }
 

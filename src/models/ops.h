@@ -11,6 +11,25 @@
 #include "models/model.h"
 #include "tensor/kernels.h"
 
+namespace ws {
+
+// The rows of one sequence in a pass over several (continuous batching): rows
+// [row0, row0 + n) of every [rows][...] activation of the pass belong to `state`, at
+// positions pos0 .. pos0 + n - 1. Row-wise operations (norms, matmuls, FFNs) run on all
+// rows at once; operations that mix positions (attention, convolutions, scans) run on each
+// sequence's rows against its own layer memory.
+struct SeqRows {
+  const Batch* batch = nullptr;
+  SeqState* state = nullptr;
+  int64_t row0 = 0, n = 0;
+  int32_t pos0 = 0;
+  template <class S>
+  S& memory(size_t il) const { return static_cast<S&>(state->layer(il)); }
+};
+using SeqSpan = std::span<const SeqRows>;
+
+}  // namespace ws
+
 namespace ws::ops {
 
 // Scalar activations, written as the f32 formulas GGUF runtimes use: logits are compared
@@ -169,8 +188,10 @@ AttnOptions attention_options(const ModelConfig& c);
 // `mrope_pos` ([n][4], Batch::positions): rope_multi at those positions instead of rope().
 void attend(const AttnWeights& w, const AttnOptions& o, KvStore& kv, float* q, float* k, const float* v, int64_t n,
             int32_t pos0, float* attn, ThreadPool& pool, const int32_t* mrope_pos = nullptr);
-// The whole block: out = wo(attend(wq xn, wk xn, wv xn)). xn, out: [n][n_embd].
-void attention_block(const AttnWeights& w, const AttnOptions& o, KvStore& kv, const float* xn, int64_t n, int32_t pos0,
+// The whole block over the rows of every sequence: out = wo(attend(wq xn, wk xn, wv xn)),
+// each sequence attending over the KV store of layer il in its own state (its batch's
+// non_causal and M-RoPE positions). xn, out: [n][n_embd], n = the rows of all sequences.
+void attention_block(const AttnWeights& w, const AttnOptions& o, size_t il, SeqSpan seqs, const float* xn, int64_t n,
                      float* out, ThreadPool& pool);
 
 // y[t][i] += b[i] for n rows of d (no-op when b is null).

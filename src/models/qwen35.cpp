@@ -105,8 +105,8 @@ class Qwen35Model final : public Decoder {
   void layer_forward(size_t il, float* x, LayerPass& p) const override {
     const Qwen35Layer& l = layers_[il];
     pre_norm(x, l.attn_norm, p, [&](const float* xn, float* out) {
-      if (l.full_attn) attention(l, p.memory<FullKvState>(il), xn, p, out);
-      else delta_net(l, p.memory<RecurrentState>(il), xn, p.n, out, p.pool);
+      if (l.full_attn) attention(l, il, xn, p, out);
+      else delta_net(l, il, xn, p, out);
     });
     pre_norm(x, l.post_norm, p, [&](const float* xn, float* out) {
       if (n_expert_ > 0) moe_ffn(l.moe, moe_opts_, xn, p.n, out, p.pool);
@@ -142,8 +142,9 @@ class Qwen35Model final : public Decoder {
   }
 
   // Gated full attention: out = attn_output(attention(q, k, v) * sigmoid(gate)). out: [n][n_embd].
-  // Rotations at the batch's M-RoPE positions when it has them (image rows and the text after).
-  void attention(const Qwen35Layer& l, FullKvState& kv, const float* xn, const LayerPass& p, float* out) const {
+  // Each sequence attends over its own KV (layer il), rotated at its batch's M-RoPE positions
+  // when it has them (image rows and the text after).
+  void attention(const Qwen35Layer& l, size_t il, const float* xn, const LayerPass& p, float* out) const {
     const int64_t n = p.n;
     ThreadPool& pool = p.pool;
     const int64_t hd = cfg_.head_dim, nh = cfg_.n_head, nq = nh * hd, nkv = cfg_.n_head_kv * hd;
@@ -158,7 +159,9 @@ class Qwen35Model final : public Decoder {
       std::copy_n(qg.data() + r * 2 * hd, hd, q.data() + r * hd);
       std::copy_n(qg.data() + r * 2 * hd + hd, hd, gate.data() + r * hd);
     }
-    ops::attend(l.attn, attn_, kv, q.data(), k.data(), v.data(), n, p.pos0, attn.data(), pool, p.batch.positions);
+    for (const SeqRows& s : p.seqs)
+      ops::attend(l.attn, attn_, s.memory<FullKvState>(il), q.data() + s.row0 * nq, k.data() + s.row0 * nkv,
+                  v.data() + s.row0 * nkv, s.n, s.pos0, attn.data() + s.row0 * nq, pool, s.batch->positions);
     for (int64_t i = 0; i < n * nq; ++i) attn[i] *= ops::sigmoid(gate[i]);
     matmul(l.attn.wo, attn.data(), n, out, pool);
   }
@@ -180,9 +183,11 @@ class Qwen35Model final : public Decoder {
     }
   }
 
-  // Gated delta net mixer; updates rs (conv tail, S) and advances it by n. out: [n][n_embd].
-  void delta_net(const Qwen35Layer& l, RecurrentState& rs, const float* xn, int64_t n, float* out,
-                 ThreadPool& pool) const {
+  // Gated delta net mixer; each sequence updates its own memory of layer il (conv tail, S)
+  // and advances it by its rows. out: [n][n_embd].
+  void delta_net(const Qwen35Layer& l, size_t il, const float* xn, const LayerPass& p, float* out) const {
+    const int64_t n = p.n;
+    ThreadPool& pool = p.pool;
     const int64_t ch = gdn_.conv_ch(), hv = gdn_.n_v_heads, dv = gdn_.dv, vd = gdn_.v_dim();
     std::vector<float> qkv(size_t(n * ch));                      // [n][conv_ch]: q [Gk][dk], k [Gk][dk], v [Hv][dv]
     std::vector<float> z(size_t(n * vd));                        // [n][Hv][dv] output gate
@@ -200,18 +205,27 @@ class Qwen35Model final : public Decoder {
         a = ops::softplus(a + l.dt_bias[h]) * l.ssm_a[h];
       }
     }
-    ops::causal_conv(l.conv_w, nullptr, gdn_.conv_k, rs.buffer(0).data(), qkv.data(), ch, n, ch, qkv.data(), pool);
+    for (const SeqRows& s : p.seqs) {
+      float* rows = qkv.data() + s.row0 * ch;
+      ops::causal_conv(l.conv_w, nullptr, gdn_.conv_k, s.memory<RecurrentState>(il).buffer(0).data(), rows, ch, s.n,
+                       ch, rows, pool);
+    }
     ops::silu_rows(qkv.data(), n, ch, pool);
     for (int64_t t = 0; t < n; ++t) {  // q and k are the first 2*Gk rows of dk in each token's row
       ops::l2_norm(qkv.data() + t * ch, 2 * gdn_.n_k_heads, gdn_.dk, cfg_.rms_eps);
     }
-    float* S = rs.buffer(1).data();  // [Hv][dk][dv]
-    // v-heads are independent; each one runs its tokens in order on one thread.
-    pool.parallel_for(hv, 1, [&](int64_t h0, int64_t h1) {
-      for (int64_t h = h0; h < h1; ++h)
-        recur_head(int32_t(h), S + h * gdn_.dk * dv, qkv.data(), beta.data(), g.data(), n, o.data());
-    });
-    rs.advance(int32_t(n));
+    for (const SeqRows& s : p.seqs) {
+      RecurrentState& rs = s.memory<RecurrentState>(il);
+      float* S = rs.buffer(1).data();  // [Hv][dk][dv]
+      const int64_t r = s.row0;
+      // v-heads are independent; each one runs its tokens in order on one thread.
+      pool.parallel_for(hv, 1, [&](int64_t h0, int64_t h1) {
+        for (int64_t h = h0; h < h1; ++h)
+          recur_head(int32_t(h), S + h * gdn_.dk * dv, qkv.data() + r * ch, beta.data() + r * hv, g.data() + r * hv,
+                     s.n, o.data() + r * vd);
+      });
+      rs.advance(int32_t(s.n));
+    }
     ops::rms_norm(o.data(), l.ssm_norm, o.data(), n * hv, dv, cfg_.rms_eps);
     ops::swiglu(z.data(), o.data(), n * vd);  // o *= silu(z)
     matmul(l.wssm_out, o.data(), n, out, pool);

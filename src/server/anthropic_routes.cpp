@@ -108,7 +108,7 @@ void Server::run_messages(const httplib::Request& req, httplib::Response& res) {
   ResponseMeta meta = make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model);
   meta.id = "msg_" + meta.id.substr(meta.id.find('-') + 1);
   // Thinking and tool_use blocks come from the same reply parser as chat's fields.
-  ChatTurn t = prepare_chat_turn(cr, p.opts, p.text, "messages");
+  ChatTurn t = prepare_chat_turn(req, cr, p.opts, p.text, "messages");
   meta.reply = t.reply;
   TurnRequest& turn = t.turn;
   std::optional<SlotPool::Lease>& lease = t.lease;
@@ -116,6 +116,7 @@ void Server::run_messages(const httplib::Request& req, httplib::Response& res) {
     stream_messages(res, std::move(*lease), std::move(meta), std::move(turn), cr.gen.stop);
     return;
   }
+  turn.cancelled = client_gone(req);
   const ChoiceSink connected = [this, &req](int32_t, const std::string&, std::span<const TokenInfo>) {
     return http_->client_connected(req);
   };
@@ -164,6 +165,7 @@ void Server::stream_messages(httplib::Response& res, SlotPool::Lease&& lease, Re
       return true;
     };
     std::vector<Completion> cs;
+    job->turn.cancelled = [&sink] { return !sink.is_writable(); };
     try {
       cs = run_completions(job->lease->engine(), tok_, job->turn, job->stop, -1, on_text, parsed);
     } catch (const std::exception& e) {

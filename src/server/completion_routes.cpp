@@ -15,14 +15,18 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   ChatRequest cr = parse_chat_request(body, cfg_.allow_local_files);
   const ChatOptions opts = parse_chat_options(body, cr.tools, cfg_.reasoning_format);
   const chat::RenderedPrompt text = chat_.render(cr.messages, cr.tools, opts.template_kwargs);
-  ChatTurn t = prepare_chat_turn(cr, opts, text, "messages");
+  ChatTurn t = prepare_chat_turn(req, cr, opts, text, "messages");
   ResponseMeta meta = make_meta(ApiKind::chat, cr.gen.model.empty() ? cfg_.model_name : cr.gen.model);
   meta.reply = t.reply;
   respond(req, res, std::move(meta), std::move(t.turn), cr.gen, std::move(t.lease));
 }
 
-Server::ChatTurn Server::prepare_chat_turn(ChatRequest& cr, const ChatOptions& opts, const chat::RenderedPrompt& text,
-                                           const char* param) {
+std::function<bool()> Server::client_gone(const httplib::Request& req) const {
+  return [this, &req] { return !http_->client_connected(req); };
+}
+
+Server::ChatTurn Server::prepare_chat_turn(const httplib::Request& req, ChatRequest& cr, const ChatOptions& opts,
+                                           const chat::RenderedPrompt& text, const char* param) {
   ChatTurn t;
   // Tools and reasoning: how the reply is split up, and (tool_choice required / named)
   // the grammar that makes it a call.
@@ -34,14 +38,14 @@ Server::ChatTurn Server::prepare_chat_turn(ChatRequest& cr, const ChatOptions& o
   // Images are decoded only once the request holds a slot (the waiting line holds bytes,
   // never pixels), under the per-request pixel budget and the bound on concurrent decodes;
   // they are encoded only if the turn must compute their positions.
-  if (!cr.images.empty()) t.lease.emplace(slots_.acquire());
+  if (!cr.images.empty()) t.lease.emplace(slots_.acquire(-1, client_gone(req)));
   t.turn = cr.images.empty() ? make_turn_request(tok_, text, cr.gen, cfg_.n_ctx, param)
                              : make_media_turn_request(tok_, vision_, encode_mu_, text, cr.images, cr.gen, cfg_.n_ctx,
                                                        request_image_decoder(decode_gate_, cfg_.max_image_pixels));
   keep_last_message_end(chat_.dialect(), t.turn);
   if (cr.gen.grammar)
     t.turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(cr.gen.grammar, grammar_vocab_.get());
-  if (!t.lease) t.lease.emplace(slots_.acquire());
+  if (!t.lease) t.lease.emplace(slots_.acquire(-1, client_gone(req)));
   return t;
 }
 
@@ -58,7 +62,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, Respon
   if (gen.grammar && !turn.sampling.constraint) turn.sampling.constraint = std::make_shared<grammar::GrammarConstraint>(gen.grammar, grammar_vocab_.get());
   // Waits in line for a slot (503 at once when the line is full) before any byte is sent,
   // so a refused request still gets a proper status.
-  if (!lease) lease.emplace(slots_.acquire());
+  if (!lease) lease.emplace(slots_.acquire(-1, client_gone(req)));
   // --n-predict: the reply length of a request that sets none.
   if (gen.max_tokens <= 0 && cfg_.n_predict >= 0) turn.max_tokens = std::min(turn.max_tokens, std::max(1, cfg_.n_predict));
   meta.logprobs = gen.logprobs >= 0;
@@ -67,7 +71,8 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, Respon
     stream(res, std::move(*lease), std::move(meta), std::move(turn), gen.stop, gen.logprobs);
     return;
   }
-  // A client that leaves stops the computation at the next piece of text.
+  // A client that leaves stops the computation at the next prompt micro-batch or piece of text.
+  turn.cancelled = client_gone(req);
   const ChoiceSink connected = [this, &req](int32_t, const std::string&, std::span<const TokenInfo>) {
     return http_->client_connected(req);
   };
@@ -132,6 +137,7 @@ void Server::stream(httplib::Response& res, SlotPool::Lease&& lease, ResponseMet
       return true;
     };
     std::vector<Completion> cs;
+    job->turn.cancelled = [&sink] { return !sink.is_writable(); };
     try {
       cs = run_completions(job->lease->engine(), tok_, job->turn, job->stop, job->top_logprobs,
                            [&](int32_t i, const std::string& text, std::span<const TokenInfo> tokens) {

@@ -125,8 +125,8 @@ std::vector<Completion> run_completions(Engine& engine, const Tokenizer& tok, co
     if (every_token && !r.stopped && !gone && !r.pending.empty()) emit(i, "", true);
     Completion& c = out[i];
     c.index = int32_t(i);
-    c.client_gone = gone;
     const TurnResult::Sample& sample = turn.samples.at(i);
+    c.client_gone = gone || sample.stop_reason == "cancelled";
     c.finish_reason = r.stopped || sample.stop_reason == "eog" ? "stop" : "length";
     c.context_full = sample.stop_reason == "context";
     c.tokens = sample.generated;

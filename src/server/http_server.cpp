@@ -211,6 +211,7 @@ void Server::handle_metrics(const httplib::Request&, httplib::Response& res) {
   now.slots_total = slots_.size();
   now.slots_busy = slots_.busy();
   now.queue_waiting = slots_.waiting();
+  now.steps = slots_.step_stats();
   res.set_content(metrics_.render(now), "text/plain; version=0.0.4");
 }
 

@@ -120,8 +120,11 @@ class Server {
     TurnRequest turn;
     std::optional<SlotPool::Lease> lease;
   };
-  ChatTurn prepare_chat_turn(ChatRequest& cr, const ChatOptions& opts, const chat::RenderedPrompt& text,
-                             const char* param);
+  ChatTurn prepare_chat_turn(const httplib::Request& req, ChatRequest& cr, const ChatOptions& opts,
+                             const chat::RenderedPrompt& text, const char* param);
+  // True once the client of `req` (being handled) has gone: polled while the request waits
+  // for a slot and between prompt micro-batches (TurnRequest::cancelled).
+  std::function<bool()> client_gone(const httplib::Request& req) const;
   // Runs (non-streaming) or schedules (streaming) the turn on a leased slot.
   // `lease`: the slot a request with images took before decoding them; empty: taken here.
   void respond(const httplib::Request& req, httplib::Response& res, ResponseMeta meta, TurnRequest turn,

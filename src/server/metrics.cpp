@@ -40,6 +40,28 @@ void metric(std::ostringstream& o, const char* name, const char* type, const cha
   o << name << ' ' << value << '\n';
 }
 
+// The batching loop (engine/step_loop.h): how many rows each forward pass carried.
+void render_steps(std::ostringstream& o, const StepStats& s) {
+  header(o, "warmstart_step_rows", "histogram", "Rows per batched forward pass (decode tokens and prompt rows)");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < StepStats::kRowBuckets.size(); ++i) {
+    cumulative += s.rows_histogram[i];
+    o << "warmstart_step_rows_bucket{le=\"" << StepStats::kRowBuckets[i] << "\"} " << cumulative << '\n';
+  }
+  o << "warmstart_step_rows_bucket{le=\"+Inf\"} " << s.steps << '\n';
+  o << "warmstart_step_rows_sum " << s.rows_sum << '\n';
+  o << "warmstart_step_rows_count " << s.steps << '\n';
+  header(o, "warmstart_step_rows_total", "counter", "Rows evaluated by kind: decode (one token) or prompt");
+  o << "warmstart_step_rows_total{kind=\"decode\"} " << s.decode_rows << '\n';
+  o << "warmstart_step_rows_total{kind=\"prompt\"} " << s.prompt_rows << '\n';
+  metric(o, "warmstart_step_last_rows", "gauge", "Rows of the latest forward pass", s.last_rows);
+  metric(o, "warmstart_step_last_sequences", "gauge", "Sequences in the latest forward pass", s.last_sequences);
+  metric(o, "warmstart_step_busy_seconds_total", "counter", "Time spent in forward passes", s.busy_seconds);
+  metric(o, "warmstart_step_waiting", "gauge", "Batches waiting for the next forward pass", s.waiting);
+  metric(o, "warmstart_decode_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s",
+         s.decode_tokens_per_second);
+}
+
 }  // namespace
 
 std::string Metrics::render(const MetricsSnapshot& now) const {
@@ -86,6 +108,7 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
   metric(o, "warmstart_slots", "gauge", "Slots (--parallel)", now.slots_total);
   metric(o, "warmstart_slots_busy", "gauge", "Slots running a turn", now.slots_busy);
   metric(o, "warmstart_queue_waiting", "gauge", "Requests waiting for a slot", now.queue_waiting);
+  render_steps(o, now.steps);
   return o.str();
 }
 

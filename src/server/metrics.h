@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cache/prefix_cache.h"
+#include "engine/step_loop.h"
 #include "engine/turn.h"
 
 namespace ws::server {
@@ -16,6 +17,7 @@ namespace ws::server {
 struct MetricsSnapshot {
   CacheStats cache;
   int slots_total = 0, slots_busy = 0, queue_waiting = 0;
+  StepStats steps;
 };
 
 class Metrics {

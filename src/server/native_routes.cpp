@@ -88,6 +88,7 @@ void stream_job(const NativeDeps& d, httplib::Response& res, std::shared_ptr<Nat
       const std::string event = "data: " + dump_json(payload) + "\n\n";
       return sink.is_writable() && sink.write(event.data(), event.size());
     };
+    for (TurnRequest& t : job->turns) t.cancelled = [&sink] { return !sink.is_writable(); };
     for (size_t i = 0; i < job->turns.size(); ++i) {
       const TurnRequest& turn = job->turns[i];
       const int32_t index = int32_t(i), evaluated = int32_t(turn.prompt.size());
@@ -121,12 +122,14 @@ void serve_native(const NativeDeps& d, const httplib::Request& req, httplib::Res
   // Waits in line for a slot (503 at once when the line is full) before any byte is sent:
   // the one id_slot names, else whichever frees first. Every slot shares the prefix cache,
   // so the slot decides only whose sequence /slots reports and saves.
-  job->lease.emplace(d.slots.acquire(job->nr.id_slot));
+  // A client that leaves gives its place back (in line) or stops at the next prompt micro-batch.
+  const std::function<bool()> gone = [&d, &req] { return !d.http.client_connected(req); };
+  job->lease.emplace(d.slots.acquire(job->nr.id_slot, gone));
   job->meta.id_slot = job->lease->slot_id();
   if (job->nr.gen.stream) return stream_job(d, res, std::move(job));
   Json results = Json::array();
   for (size_t i = 0; i < job->turns.size(); ++i) {
-    // A client that leaves stops the computation at the next piece of text.
+    job->turns[i].cancelled = gone;
     const Completion c = run_native(d.tok, *job, job->turns[i],
                                     [&](int32_t, const std::string&, std::span<const TokenInfo>) {
                                       return d.http.client_connected(req);

@@ -61,6 +61,7 @@ void stream_responses(httplib::Response& res, std::shared_ptr<ResponsesJob> job,
       return true;
     };
     std::vector<Completion> cs;
+    job->turn.cancelled = [&sink] { return !sink.is_writable(); };
     try {
       cs = run_completions(job->lease->engine(), tok, job->turn, job->stop, -1,
                            [&](int32_t, const std::string& piece, std::span<const TokenInfo>) {
@@ -90,7 +91,7 @@ void Server::handle_responses(const httplib::Request& req, httplib::Response& re
   const ChatOptions opts = parse_chat_options(rr.chat, cr.tools, cfg_.reasoning_format);
   const chat::RenderedPrompt text = chat_.render(cr.messages, cr.tools, opts.template_kwargs);
   // The reply syntax, forced-call grammar, turn and slot exactly as a chat request gets them.
-  ChatTurn t = prepare_chat_turn(cr, opts, text, "input");
+  ChatTurn t = prepare_chat_turn(req, cr, opts, text, "input");
   const ReplySyntax& reply = t.reply;
   TurnRequest& turn = t.turn;
   std::optional<SlotPool::Lease>& lease = t.lease;
@@ -105,7 +106,8 @@ void Server::handle_responses(const httplib::Request& req, httplib::Response& re
     stream_responses(res, std::move(job), tok_, metrics_);
     return;
   }
-  // A client that leaves stops the computation at the next piece of text.
+  // A client that leaves stops the computation at the next prompt micro-batch or piece of text.
+  turn.cancelled = client_gone(req);
   const ChoiceSink connected = [this, &req](int32_t, const std::string&, std::span<const TokenInfo>) {
     return http_->client_connected(req);
   };

@@ -5,13 +5,14 @@
 namespace ws::server {
 
 SlotPool::SlotPool(const Model& model, const Tokenizer& tok, PrefixCache* cache, const EngineOptions& options,
-                   int n_slots, int threads_per_slot, int queue_limit)
-    : queue_limit_(queue_limit) {
+                   int n_slots, int threads, StepLoopOptions steps, int queue_limit)
+    : threads_(std::make_unique<ThreadPool>(threads)),
+      loop_(std::make_unique<StepLoop>(model, *threads_, steps)),
+      queue_limit_(queue_limit) {
   for (int i = 0; i < n_slots; ++i) {
     auto s = std::make_unique<Slot>();
     s->id = i;
-    s->threads = std::make_unique<ThreadPool>(threads_per_slot);
-    s->engine = std::make_unique<Engine>(model, tok, cache, options, *s->threads);
+    s->engine = std::make_unique<Engine>(*loop_, tok, cache, options, *threads_);
     slots_.push_back(std::move(s));
   }
 }
@@ -20,7 +21,7 @@ SlotPool::Lease::~Lease() {
   if (slot_) pool_->release(slot_);
 }
 
-SlotPool::Lease SlotPool::acquire(int slot_id) {
+SlotPool::Lease SlotPool::acquire(int slot_id, const std::function<bool()>& client_gone) {
   if (slot_id >= size())
     throw bad_request("slot " + std::to_string(slot_id) + " does not exist: this server has " +
                           std::to_string(size()) + " (--parallel)",
@@ -35,7 +36,15 @@ SlotPool::Lease SlotPool::acquire(int slot_id) {
                        std::to_string(queue_limit_) + "); retry later",
                    "unavailable_error", "", "server_busy");
   ++n_waiting_;
-  cv_.wait(lock, free);
+  // A client that hangs up while waiting gives its place back within a poll interval.
+  constexpr auto kPoll = std::chrono::milliseconds(50);
+  while (!cv_.wait_for(lock, kPoll, free)) {
+    if (client_gone && client_gone()) {
+      --n_waiting_;
+      throw ApiError(499, "the client closed the connection while waiting for a slot", "invalid_request_error", "",
+                     "client_closed_request");
+    }
+  }
   --n_waiting_;
   for (auto& s : slots_) {
     if (!s->busy && (slot_id < 0 || s->id == slot_id)) {

@@ -1,16 +1,16 @@
-// --parallel N: N slots, each an Engine with its own ThreadPool (a ThreadPool serves one
-// caller at a time), all sharing one PrefixCache. An HTTP request leases a slot for the
-// duration of its turn and runs the turn on its own connection thread; requests beyond
-// N wait in line, and beyond the queue limit they are refused (503) at once.
-//
-// Decode steps of different slots are not batched together yet: each slot runs its own
-// forward passes (cross-slot batching is a later performance step).
+// --parallel N: N slots, each an Engine, all sharing one PrefixCache and one StepLoop
+// (engine/step_loop.h) that owns the compute threads: the forward passes of every slot
+// are batched into one pass per step. An HTTP request leases a slot for the duration of its
+// turn and runs the turn on its own connection thread (restores, checkpoints, sampling);
+// requests beyond N wait in line, and beyond the queue limit they are refused (503) at once.
 #pragma once
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "engine/step_loop.h"
 #include "engine/turn.h"
 
 namespace ws::server {
@@ -18,14 +18,14 @@ namespace ws::server {
 class SlotPool {
   struct Slot {
     int id = 0;
-    std::unique_ptr<ThreadPool> threads;
     std::unique_ptr<Engine> engine;
     bool busy = false;
   };
 
  public:
+  // `threads` compute threads for the step loop.
   SlotPool(const Model& model, const Tokenizer& tok, PrefixCache* cache, const EngineOptions& options, int n_slots,
-           int threads_per_slot, int queue_limit);
+           int threads, StepLoopOptions steps, int queue_limit);
   SlotPool(const SlotPool&) = delete;
   SlotPool& operator=(const SlotPool&) = delete;
 
@@ -45,8 +45,9 @@ class SlotPool {
   };
 
   // Waits for a free slot (`slot_id` >= 0: that one; a 400 when it does not exist). Throws
-  // ApiError(503) at once when queue_limit requests are already waiting.
-  Lease acquire(int slot_id = -1);
+  // ApiError(503) at once when queue_limit requests are already waiting, and ApiError(499)
+  // when `client_gone` (polled while waiting) says the client left the line.
+  Lease acquire(int slot_id = -1, const std::function<bool()>& client_gone = {});
 
   struct SlotInfo {
     int id = 0;
@@ -56,12 +57,18 @@ class SlotPool {
   std::vector<SlotInfo> info() const;
 
   int size() const { return int(slots_.size()); }
+  StepStats step_stats() const { return loop_->stats(); }
   int busy() const;
   int waiting() const;
 
  private:
   void release(Slot* slot);
 
+  // The engines hand their forward passes to loop_, which runs them on threads_. Engines
+  // see threads_ as their pool (its size tells them no core is left spare) but never run
+  // work on it themselves: every pass goes through the loop.
+  std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<StepLoop> loop_;
   std::vector<std::unique_ptr<Slot>> slots_;
   int queue_limit_;
   mutable std::mutex mu_;
