@@ -153,7 +153,7 @@ TEST(Activation, CausalConvMatchesTheFormula) {
           std::vector<float> w(sz(ch * K)), bias(sz(ch)), tail(sz((K - 1) * ch)), in(sz(n * stride));
           for (auto* v : {&w, &bias, &tail, &in})
             for (auto& x : *v) x = dist(rng);
-          // The formula, from [tail ; in].
+          // The formula, from [tail ; in]: an fma per tap, oldest first, then the bias.
           std::vector<float> want(size_t(n * ch)), want_tail(tail.size());
           for (int64_t c = 0; c < ch; ++c) {
             std::vector<float> win;  // [K-1 + n]
@@ -161,7 +161,7 @@ TEST(Activation, CausalConvMatchesTheFormula) {
             for (int64_t t = 0; t < n; ++t) win.push_back(in[size_t(t * stride + c)]);
             for (int64_t t = 0; t < n; ++t) {
               float s = 0.0f;
-              for (int64_t k = 0; k < K; ++k) s += win[size_t(t + k)] * w[size_t(c * K + k)];
+              for (int64_t k = 0; k < K; ++k) s = std::fma(win[size_t(t + k)], w[size_t(c * K + k)], s);  // ggml_ssm_conv, contracted
               if (with_bias) s += bias[size_t(c)];
               want[size_t(t * ch + c)] = s;
             }

@@ -25,12 +25,7 @@ struct Unsupported {
 };
 
 // A vector, not an array, so that the list can be empty.
-inline const std::vector<Unsupported> kNotSupportedYet = {
-    {"weights", "BF16",
-     "issue 29: BF16 matmuls are llama.cpp's bit for bit, but a 1-ulp difference elsewhere (attention, RoPE, "
-     "SwiGLU's exp, the RMSNorm sum) flips a BF16 activation rounding and spreads: llama-q256-bf16 is 2.9e-2 "
-     "from llama.cpp, outside the F16 tolerance (lfm2-q256-bf16 is within it)"},
-};
+inline const std::vector<Unsupported> kNotSupportedYet = {};
 
 // The listed capability that a model or mmproj file needs, or null.
 inline const Unsupported* needs_unsupported(const gguf::File& f) {

@@ -31,15 +31,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, fl
 
 void swiglu(const float* g, float* x, int64_t n) {
   if (detected_isa() == Isa::avx2) return detail::swiglu_avx2(g, x, n);
-  // silu(g) * x in two passes so the divisions and products vectorize; the same float
-  // operations per element as silu().
-  constexpr int64_t kStep = 256;
-  float e[kStep];  // [kStep] f32 exp(-g)
-  for (int64_t i0 = 0; i0 < n; i0 += kStep) {
-    const int64_t m = std::min(kStep, n - i0);
-    for (int64_t i = 0; i < m; ++i) e[i] = std::exp(-g[i0 + i]);
-    for (int64_t i = 0; i < m; ++i) x[i0 + i] = g[i0 + i] / (1.0f + e[i]) * x[i0 + i];
-  }
+  for (int64_t i = 0; i < n; ++i) x[i] = silu(g[i]) * x[i];
 }
 
 void silu_rows(float* x, int64_t n, int64_t d, ThreadPool& pool) {
@@ -131,8 +123,10 @@ void rotate_heads(float* x, int32_t n_heads, int32_t head_dim, const RopeParams&
       const int32_t b = r.type == RopeType::norm ? 2 * i + 1 : i + half;
       const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
+      // ggml's rope as GCC contracts it (FMA targets): the first product fused, the second
+      // rounded. One ulp here flips BF16 roundings downstream (issue 29).
+      v[a] = std::fma(x0, c, -(x1 * s));
+      v[b] = std::fma(x0, s, x1 * c);
     }
   }
 }
@@ -187,6 +181,9 @@ void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, c
 
 namespace {
 
+constexpr int kGroupQueries = 16;    // queries per attn_group call
+constexpr int kGroupMinQueries = 4;  // below this many per kv head (decode), the per-query kernels
+
 // The key (or value) rows of kv head g in a span read from kv.
 KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_t g) {
   const bool f16 = kv.type() == KvType::f16;
@@ -195,49 +192,43 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
 }
 
 // One query head: out[hd] = softmax(scale * q.K) V over the keys [first, last] of kv
-// head g, read in place page by page; sink: the head's sink logit (one more softmax entry
-// that attends to nothing), or null. Every float operation's order is a function of
-// (query, first, last) only (see attn_kernels.h), never of the batch or the thread.
+// head g, read in place page by page, in llama.cpp's float sequence (attn_kernels.h); sink:
+// the head's sink logit (one more softmax entry that attends to nothing), or null.
+// scores: [keys in whole blocks of 16 positions around first..last], acc: [16][hd] f32.
 void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
-                const float* sink, float* scores /*[last - first + 1]*/, float* out, Isa isa) {
+                const float* sink, float* scores, float* acc, float* out, Isa isa) {
   const int32_t hd = kv.head_dim();
-  const int32_t n = last - first + 1;
+  const int32_t b0 = first & ~15, b1 = (last + 16) & ~15;  // the 16-position blocks of the softmax sum
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  std::fill(scores, scores + (first - b0), neg_inf);
+  std::fill(scores + (last + 1 - b0), scores + (b1 - b0), neg_inf);
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_scores(q, head_rows(kv, r, true, g), hd, scale, scores + (p - first), isa);
+    attn_scores(q, head_rows(kv, r, true, g), hd, scale, scores + (p - b0), isa);
     p += r.n;
   }
-  float max_score = *std::max_element(scores, scores + n);
-  if (sink) max_score = std::max(max_score, *sink);
-  const float inv = 1.0f / softmax_exp(scores, n, max_score, isa, sink);
-  for (int32_t j = 0; j < n; ++j) scores[j] *= inv;
-  std::fill(out, out + hd, 0.f);
+  attn_softmax(scores, b1 - b0, isa, sink);
+  std::fill(acc, acc + 16 * hd, 0.f);
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_accumulate(scores + (p - first), head_rows(kv, r, false, g), hd, out, isa);
+    attn_accumulate(scores + (p - b0), head_rows(kv, r, false, g), hd, p & 15, acc, isa);
     p += r.n;
   }
+  attn_lanes_sum(acc, hd, out, isa);
 }
 
 // Queries [qi0, qi0 + nq) of kv head g (query qi: token qi / group, head g * group +
-// qi % group), at most kGroupQueries, attended together: K/V rows are read once for all
-// of them over the union of their visible keys; each query's own result does not depend
-// on the group (attn_kernels_avx512.cpp).
-struct GroupScratch {
-  std::vector<float> qt;  // [hd][16] f32: the queries transposed, unused lanes zero
-  std::vector<float> s;   // [union keys][16] f32: scores, then probabilities
-};
-
+// qi % group), attended together by attn_group over the union of their visible keys, whose
+// rows are gathered page by page; rows: scratch for the row pointers.
 void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int nq, int32_t pos0,
-                  const AttentionParams& p, GroupScratch& scratch, float* out) {
-  constexpr int L = kGroupQueries;
+                  const AttentionParams& p, std::vector<const void*>& rows, float* out) {
   const int32_t hd = kv.head_dim(), group = p.n_head / kv.n_kv_heads();
   const int32_t p_begin = kv.first_position(), p_end = kv.position();
-  scratch.qt.assign(size_t(hd) * L, 0.f);
-  int32_t first[L], last[L], lo[L], hi[L];  // visible keys per lane: positions, then union offsets
-  float sink[L] = {};                       // [16] f32 sink logit of each lane's head (if p.sinks)
-  float* outs[L];                           // [hd] f32 output of each query
-  int32_t u0 = p_end, u1 = p_begin - 1;     // union of the visible keys
+  const float* qs[kGroupQueries];
+  float* outs[kGroupQueries];
+  int32_t first[kGroupQueries], last[kGroupQueries];
+  float sinks[kGroupQueries];
+  int32_t u0 = p_end, u1 = p_begin - 1;  // the union of the visible keys
   for (int i = 0; i < nq; ++i) {
     const int64_t t = (qi0 + i) / group, h = g * group + (qi0 + i) % group;
     const int32_t pos = pos0 + int32_t(t);
@@ -245,29 +236,24 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
     last[i] = p.non_causal ? p_end - 1 : pos;
     u0 = std::min(u0, first[i]);
     u1 = std::max(u1, last[i]);
-    if (p.sinks) sink[i] = p.sinks[h];
-    const float* qv = q + (t * p.n_head + h) * hd;
-    for (int32_t d = 0; d < hd; ++d) scratch.qt[size_t(d) * L + i] = qv[d];
+    sinks[i] = p.sinks ? p.sinks[h] : 0.f;
+    qs[i] = q + (t * p.n_head + h) * hd;
     outs[i] = out + (t * p.n_head + h) * hd;
-    std::fill(outs[i], outs[i] + hd, 0.f);
   }
-  for (int i = 0; i < L; ++i) {
-    lo[i] = i < nq ? first[i] - u0 : 1;  // unused lanes see no key
-    hi[i] = i < nq ? last[i] - u0 : 0;
-  }
-  const int32_t n = u1 - u0 + 1;
-  scratch.s.resize(size_t(n) * L);
+  const int32_t b0 = u0 & ~15, n = ((u1 + 16) & ~15) - b0;
+  rows.assign(size_t(2 * n), nullptr);  // [n] key rows, then [n] value rows
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    attn_group_scores(scratch.qt.data(), nq, head_rows(kv, r, true, g), hd, p.scale, scratch.s.data() + size_t(pp - u0) * L);
+    const KvRows k = head_rows(kv, r, true, g), v = head_rows(kv, r, false, g);
+    const size_t row_bytes = k.stride * (k.f16 ? 2 : 4);
+    for (int32_t i = 0; i < r.n; ++i) {
+      rows[size_t(pp - b0 + i)] = static_cast<const uint8_t*>(k.data) + size_t(i) * row_bytes;
+      rows[size_t(n + pp - b0 + i)] = static_cast<const uint8_t*>(v.data) + size_t(i) * row_bytes;
+    }
     pp += r.n;
   }
-  attn_group_softmax(scratch.s.data(), n, lo, hi, p.sinks ? sink : nullptr);
-  for (int32_t pp = u0; pp <= u1;) {
-    const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    attn_group_accumulate(scratch.s.data() + size_t(pp - u0) * L, nq, head_rows(kv, r, false, g), hd, outs);
-    pp += r.n;
-  }
+  const AttnGroup grp{nq, qs, first, last, p.sinks ? sinks : nullptr, outs, b0};
+  attn_group(grp, rows.data(), rows.data() + n, n, kv.type() == KvType::f16, hd, p.scale);
 }
 
 }  // namespace
@@ -276,20 +262,20 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
                float* out, ThreadPool& pool) {
   const int32_t hd = kv.head_dim();
   const int32_t group = p.n_head / kv.n_kv_heads();
-  if (attn_group_supported(hd)) {
+  const int64_t per_head = n_tokens * group;  // queries per kv head
+  if (attn_group_supported() && per_head >= kGroupMinQueries) {
     // Jobs: chunks of up to kGroupQueries queries of one kv head, latest tokens (most keys)
-    // first. With fewer kv heads than threads (decode on gemma3: one) the chunks shrink until
-    // every thread has one; a query's bits do not depend on the chunk it is computed in.
-    const int64_t n_kv = kv.n_kv_heads(), per_head = n_tokens * group;
+    // first. With fewer kv heads than threads the chunks shrink until every thread has one;
+    // a query's bits do not depend on the chunk it is computed in.
+    const int64_t n_kv = kv.n_kv_heads();
     const int64_t want = (pool.size() + n_kv - 1) / n_kv;  // chunks per kv head
     const int64_t size = std::clamp<int64_t>((per_head + want - 1) / want, 1, kGroupQueries);
     const int64_t chunks = (per_head + size - 1) / size;
     pool.parallel_for(chunks * n_kv, 1, [&](int64_t j0, int64_t j1) {
-      GroupScratch scratch;
+      std::vector<const void*> rows;  // [2][union keys] K/V row pointers
       for (int64_t job = j0; job < j1; ++job) {
-        const int32_t g = int32_t(job % n_kv);
         const int64_t qi0 = (chunks - 1 - job / n_kv) * size;
-        attend_group(q, kv, g, qi0, int(std::min<int64_t>(size, per_head - qi0)), pos0, p, scratch, out);
+        attend_group(q, kv, int32_t(job % n_kv), qi0, int(std::min<int64_t>(size, per_head - qi0)), pos0, p, rows, out);
       }
     });
     return;
@@ -301,7 +287,8 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
   // first, so the threads finish together; each job's result is independent of who runs it.
   const int64_t n_jobs = n_tokens * p.n_head;
   pool.parallel_for(n_jobs, 1, [&](int64_t j0, int64_t j1) {
-    std::vector<float> scores(size_t(p_end - p_begin));  // [visible keys] f32 scratch
+    std::vector<float> scores(size_t(p_end - p_begin + 32));  // [visible keys, whole 16-blocks] f32
+    std::vector<float> acc(size_t(16 * hd));                  // [16][hd] f32 lane sums
     for (int64_t job = j0; job < j1; ++job) {
       const int64_t t = n_tokens - 1 - job / p.n_head;
       const int32_t h = int32_t(job % p.n_head);
@@ -311,7 +298,7 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
       const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
       const int32_t last = p.non_causal ? p_end - 1 : pos;
       attend_one(q + (t * p.n_head + h) * hd, kv, h / group, first, last, p.scale, p.sinks ? p.sinks + h : nullptr,
-                 scores.data(), out + (t * p.n_head + h) * hd, isa);
+                 scores.data(), acc.data(), out + (t * p.n_head + h) * hd, isa);
     }
   });
 }
@@ -352,7 +339,7 @@ void causal_conv(const float* w, const float* bias, int64_t K, float* tail, cons
       const float* wc = w + c * K;
       for (int64_t t = 0; t < n; ++t) {
         float s = 0.f;
-        for (int64_t k = 0; k < K; ++k) s += win[size_t(t + k)] * wc[k];  // oldest tap first
+        for (int64_t k = 0; k < K; ++k) s = std::fma(win[size_t(t + k)], wc[k], s);  // oldest tap first
         if (bias) s += bias[c];
         out[t * ch + c] = s;
       }

@@ -9,6 +9,7 @@
 
 #include "memory/state.h"
 #include "models/model.h"
+#include "tensor/expf_ggml.h"
 #include "tensor/kernels.h"
 
 namespace ws {
@@ -34,7 +35,8 @@ namespace ws::ops {
 
 // Scalar activations, written as the f32 formulas GGUF runtimes use: logits are compared
 // with theirs bit for bit, so the expressions must not be "simplified".
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// SiLU with ggml's exp (expf_ggml), as llama.cpp's SiLU and SwiGLU compute it.
+inline float silu(float x) { return x / (1.0f + expf_ggml(0.0f - x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // Above 20, softplus(x) == x in f32 anyway (same threshold as GGUF runtimes).
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -103,7 +105,8 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
                float* out, ThreadPool& pool);
 
 // Causal depthwise conv over [tail ; in] for n tokens of ch channels, one k-ordered sum
-// per output whatever the batch split:
+// per output whatever the batch split, an fma per tap (ggml_ssm_conv as GCC contracts it
+// for FMA targets, so that BF16 models agree with llama.cpp to the bit):
 //   out[t][c] = sum_k w[c][k] * win[t+k][c] (+ bias[c]),  win = [tail (K-1 rows) ; in (n rows)].
 // w: [ch][K] f32, tap K-1 multiplies the current token; bias: [ch] or null; tail:
 // [K-1][ch] oldest first, replaced by the last K-1 inputs; in: [n][in_stride] (channels

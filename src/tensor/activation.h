@@ -5,11 +5,11 @@
 
 namespace ws::detail {
 
-// x[i] = g[i] / (1 + exp(-g[i])) * x[i] for i < n with AVX2/FMA: the scalar swiglu's float
-// operations, with an exp polynomial of relative error ~2e-7 instead of std::exp. Each
-// element's result depends only on its own inputs (not on n or on alignment).
+// x[i] = g[i] / (1 + expf_ggml(0 - g[i])) * x[i] for i < n with AVX2/FMA: the scalar
+// swiglu's float operations, the same bits. Each element's result depends only on its own
+// inputs (not on n or on alignment).
 void swiglu_avx2(const float* g, float* x, int64_t n);
-// x[i] = silu(x[i]): swiglu_avx2 with a factor of 1 (exact), so the same exp polynomial.
+// x[i] = silu(x[i]): swiglu_avx2 with a factor of 1 (exact), so the same bits as ops::silu.
 void silu_avx2(float* x, int64_t n);
 
 // x[i] = gelu(g[i]) * x[i] for i < n, gelu as ops::gelu_ggml (0 for g <= -10, g for g >= 10,
@@ -17,7 +17,7 @@ void silu_avx2(float* x, int64_t n);
 void gelu_table_gate_avx2(const float* table /* [65536] */, const float* g, float* x, int64_t n);
 
 // ops::causal_conv for channels [c0, c) in blocks of 8, the scalar operations lane by lane
-// (a multiply and an add per tap, no FMA, oldest tap first, then the bias): the same bits.
+// (one fma per tap from 0, oldest tap first, then the bias): the same bits.
 // Returns c, where it stopped: c1 rounded down to a block, or c0 when K is not 2..5.
 int64_t causal_conv_avx2(const float* w, const float* bias, int64_t K, float* tail, const float* in,
                          int64_t in_stride, int64_t n, int64_t ch, int64_t c0, int64_t c1, float* out);

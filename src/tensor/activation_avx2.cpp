@@ -10,17 +10,10 @@
 namespace ws::detail {
 namespace {
 
-// g / (1 + exp(-g)) * x, 8 lanes: the scalar formula's operations with exp_reduced's exp.
-// -g is clamped to [-86.5, 88.8] first, which changes no result: below, exp(-g) < 2^-124
-// vanishes next to 1 just as the exact value does; above, the product overflows to +inf as
-// std::exp does (2^n is applied as 2^(n-1) * 2 so that n = 128 stays representable). A NaN
-// g propagates through the division.
+// g / (1 + exp(0 - g)) * x, 8 lanes: ggml's SwiGLU (ggml_v_silu, then the product), the
+// scalar formula's operations with expf_ggml8.
 inline __m256 swiglu8(__m256 g, __m256 x) {
-  const __m256 neg_g = _mm256_min_ps(_mm256_max_ps(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(-86.5f)),
-                                     _mm256_set1_ps(88.8f));
-  __m256 n;
-  const __m256 poly = exp_reduced(neg_g, &n);
-  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(poly, pow2i(_mm256_sub_ps(n, _mm256_set1_ps(1.0f)))), _mm256_set1_ps(2.0f));
+  const __m256 e = expf_ggml8(_mm256_sub_ps(_mm256_setzero_ps(), g));
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), x);
 }
 
@@ -98,8 +91,8 @@ void conv_block8(const float* w, const float* bias, float* tail, const float* in
   for (int64_t t = 0; t < n; ++t) {
     const __m256 cur = _mm256_loadu_ps(in + t * in_stride + c);  // read before out (may alias) is written
     __m256 s = _mm256_setzero_ps();
-    for (int k = 0; k + 1 < K; ++k) s = _mm256_add_ps(s, mul_unfused(hist[k], wk[k]));
-    s = _mm256_add_ps(s, mul_unfused(cur, wk[K - 1]));
+    for (int k = 0; k + 1 < K; ++k) s = _mm256_fmadd_ps(hist[k], wk[k], s);
+    s = _mm256_fmadd_ps(cur, wk[K - 1], s);
     if (bias) s = _mm256_add_ps(s, bv);
     _mm256_storeu_ps(out + t * ch + c, s);
     for (int k = 0; k + 2 < K; ++k) hist[k] = hist[k + 1];

@@ -1,6 +1,8 @@
-// Scalar reference attention kernels and the ISA dispatch.
+// Scalar reference attention kernels (the float sequence of attn_kernels.h, written out
+// one operation at a time) and the ISA dispatch.
 #include "tensor/attn_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/dtype.h"
@@ -13,35 +15,81 @@ inline float load(const KvRows& r, size_t i) {
   return r.f16 ? f16_to_f32(static_cast<const f16_bits*>(r.data)[i]) : static_cast<const float*>(r.data)[i];
 }
 
+// t[i] = a[i] + a[i + 8], then t[i] + t[i + 4], t[i] + t[i + 2], t[0] + t[1]: how GCC's
+// _mm512_reduce_add_ps folds a vector (halves, quarters, pairs).
+inline float tree16(const float* a) {
+  float t[8];
+  for (int i = 0; i < 8; ++i) t[i] = a[i] + a[i + 8];
+  for (int i = 0; i < 4; ++i) t[i] = t[i] + t[i + 4];
+  for (int i = 0; i < 2; ++i) t[i] = t[i] + t[i + 2];
+  return t[0] + t[1];
+}
+
+float dot_ggml(const float* q, const KvRows& k, size_t base, int32_t hd) {
+  float part[64] = {};  // [64] f32: ggml's four 16-lane accumulators
+  const int32_t np = hd & ~63;
+  for (int32_t d0 = 0; d0 < np; d0 += 64)
+    for (int c = 0; c < 64; ++c) part[c] = std::fma(q[d0 + c], load(k, base + size_t(d0 + c)), part[c]);
+  for (int c = 0; c < 16; ++c) part[c] = (part[c] + part[c + 32]) + (part[c + 16] + part[c + 48]);
+  float s = tree16(part);
+  for (int32_t d = np; d < hd; ++d) s = std::fma(q[d], load(k, base + size_t(d)), s);
+  return s;
+}
+
 }  // namespace
 
 void attn_scores(const float* q, const KvRows& k, int32_t hd, float scale, float* scores, Isa isa) {
   if (isa == Isa::avx2) return detail::attn_scores_avx2(q, k, hd, scale, scores);
-  for (int32_t j = 0; j < k.n; ++j) {
-    const size_t base = size_t(j) * k.stride;
-    float dot = 0.f;
-    for (int32_t d = 0; d < hd; ++d) dot += q[d] * load(k, base + size_t(d));
-    scores[j] = dot * scale;
-  }
+  for (int32_t j = 0; j < k.n; ++j) scores[j] = dot_ggml(q, k, size_t(j) * k.stride, hd) * scale;
 }
 
-void attn_accumulate(const float* p, const KvRows& v, int32_t hd, float* out, Isa isa) {
-  if (isa == Isa::avx2) return detail::attn_accumulate_avx2(p, v, hd, out);
+void attn_softmax(float* x, int32_t n, Isa isa, const float* sink) {
+  const bool simd = isa == Isa::avx2;
+  float max = simd ? detail::max_avx2(x, n) : -INFINITY;
+  if (!simd)
+    for (int32_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (sink) max = std::max(max, *sink);
+  double sum = 0;
+  if (simd) {
+    sum = detail::softmax_exp_avx2(x, n, max);
+  } else {
+    for (int32_t b = 0; b < n; b += 16) {
+      for (int i = 0; i < 16; ++i) x[b + i] = expf_ggml(x[b + i] - max);
+      sum += double(tree16(x + b));
+    }
+  }
+  if (sink) sum += double(std::exp(*sink - max));
+  const float inv = float(1.0 / sum);
+  if (simd) return detail::scale_avx2(x, n, inv);
+  for (int32_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void attn_accumulate(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc, Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_accumulate_avx2(p, v, hd, lane0, acc);
   for (int32_t j = 0; j < v.n; ++j) {
+    float* a = acc + size_t((lane0 + j) & 15) * size_t(hd);
     const size_t base = size_t(j) * v.stride;
-    for (int32_t d = 0; d < hd; ++d) out[d] += p[j] * load(v, base + size_t(d));
+    for (int32_t d = 0; d < hd; ++d) a[d] = std::fma(p[j], load(v, base + size_t(d)), a[d]);
   }
 }
 
-float softmax_exp(float* x, int32_t n, float max, Isa isa, const float* sink) {
-  if (isa == Isa::avx2) return detail::softmax_exp_avx2(x, n, max, sink);
-  float sum = 0.f;
-  for (int32_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
+void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_lanes_sum_avx2(acc, hd, out);
+  for (int32_t d = 0; d < hd; ++d) {
+    float lanes[16];  // [16] f32: acc[.][d]
+    for (int l = 0; l < 16; ++l) lanes[l] = acc[size_t(l) * size_t(hd) + size_t(d)];
+    out[d] = tree16(lanes);
   }
-  if (sink) sum += std::exp(*sink - max);
-  return sum;
+}
+
+// Same CPU choice as the matmuls (WARMSTART_ISA=scalar keeps the per-query kernels); both
+// widths compute the per-query kernels' bits, so which one runs changes nothing.
+bool attn_group_supported() { return detected_isa() == Isa::avx2; }
+
+void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
+                int32_t hd, float scale) {
+  if (detail::cpu_has_vnni()) detail::attn_group_avx512(g, k_rows, v_rows, n, f16, hd, scale);
+  else detail::attn_group_avx2(g, k_rows, v_rows, n, f16, hd, scale);
 }
 
 float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa) {
@@ -52,28 +100,6 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
     acc += s[i] * c[i];
   }
   return acc;
-}
-
-// Same CPU choice as the matmuls (WARMSTART_ISA=scalar keeps the per-query kernels).
-// The AVX2 and AVX-512 group kernels compute the same float sequence, so which one runs
-// changes no bit.
-bool attn_group_supported(int32_t hd) {
-  return detected_isa() == Isa::avx2 && hd % 16 == 0 && hd <= kMaxGroupHeadDim;
-}
-
-void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
-  if (detail::cpu_has_vnni()) detail::attn_group_scores_avx512(qt, nq, k, hd, scale, s);
-  else detail::attn_group_scores_avx2(qt, nq, k, hd, scale, s);
-}
-
-void attn_group_softmax(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink) {
-  if (detail::cpu_has_vnni()) detail::attn_group_softmax_avx512(s, n, lo, hi, sink);
-  else detail::attn_group_softmax_avx2(s, n, lo, hi, sink);
-}
-
-void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
-  if (detail::cpu_has_vnni()) detail::attn_group_accumulate_avx512(p, nq, v, hd, out);
-  else detail::attn_group_accumulate_avx2(p, nq, v, hd, out);
 }
 
 }  // namespace ws

@@ -1,14 +1,30 @@
-// Vector kernels for attention over K/V rows read in place (f32 or f16 storage), with a
-// scalar reference and an AVX2/FMA path chosen by Isa.
+// Vector kernels for attention over K/V rows read in place (f32 or f16 storage): a scalar
+// reference and an AVX2/FMA path that computes the same bits.
 //
-// Batch invariance: the result for one key (a score) or one output element depends only
-// on the inputs and head_dim, never on how many keys are passed per call; keys are
-// folded into `out` strictly in the order given. Callers therefore get the same bits for
-// a query whatever micro-batch or thread it is computed in.
+// The float sequence is llama.cpp's (ggml-cpu built for AVX-512, no flash attention, F32
+// K/V), so that logits agree with it to the last bit wherever the rest of the model does:
+// BF16 models round every matmul input to 8 bits, and one ulp of difference in an attention
+// output flips such roundings and spreads (issue 29). For one query and its visible keys j
+// (absolute positions in the sequence):
+//   score_j = dot(k_j, q) * scale, dot as ggml_vec_dot_f32 with 16-lane vectors: part[c] =
+//     fma over d = c, c + 64, c + 128, ... of q[d] k_j[d] from 0 (c < 64); t[c] = (part[c] +
+//     part[c + 32]) + (part[c + 16] + part[c + 48]) (c < 16); s = tree16(t); the dims past the
+//     last multiple of 64 follow in order, s = fma(q[d], k_j[d], s).
+//   m = max over the visible scores (and the sink logit); the keys in blocks of 16 positions
+//     [16b, 16b + 16): e_j = expf_ggml(score_j - m) (tensor/expf_ggml.h), 0 for keys not visible; sum (double) +=
+//     tree16(the block's e); then + exp(sink - m); p_j = e_j * (float)(1 / sum).
+//   out[d] = tree16(acc[0..15][d]), acc[l][d] = fma over the visible keys j with j % 16 == l,
+//     in order, of p_j v_j[d] (llamafile's tinyBLAS over the transposed V).
+//   tree16(a): t[i] = a[i] + a[i + 8], then t[i] + t[i + 4], then t[i] + t[i + 2], then t[0] + t[1].
+// Each output depends only on the query, its visible keys' positions and values and
+// head_dim: never on the batch, the thread, how the keys arrive (KV pages) or the ISA.
+// With F16 K/V the stored values are widened exactly; llama.cpp would also round q and p to
+// F16 there, which this does not do.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/expf_ggml.h"
 #include "tensor/kernels.h"
 
 namespace ws {
@@ -21,49 +37,53 @@ struct KvRows {
   int32_t n = 0;
 };
 
-// scores[j] = scale * dot(q, k_j) for j < k.n; q: [hd] f32.
+// scores[j] = scale * dot(k_j, q) for j < k.n, the dot in ggml's order; q: [hd] f32.
 void attn_scores(const float* q, const KvRows& k, int32_t hd, float scale, float* scores, Isa isa);
-// out[d] += p[j] * v_j[d] for j = 0 .. v.n-1 in order; p: [v.n], out: [hd] f32.
-void attn_accumulate(const float* p, const KvRows& v, int32_t hd, float* out, Isa isa);
-// x[i] = exp(x[i] - max) for i < n, returns their sum (accumulated in a fixed order).
-// With a sink logit (attention sinks; max must already include it), exp(*sink - max) is
-// added to the sum last: the softmax gets one more entry that attends to nothing.
-float softmax_exp(float* x, int32_t n, float max, Isa isa, const float* sink = nullptr);
+// x: [n] scores of the keys at positions p0 .. p0 + n - 1, p0 and n multiples of 16, -inf
+// where a key is not visible (at least one is), becomes the probabilities p; sink: one
+// more logit in the max and the sum (attention sinks), or null.
+void attn_softmax(float* x, int32_t n, Isa isa, const float* sink = nullptr);
+// acc[(lane0 + j) % 16][d] = fma(p[j], v_j[d], acc[...]) for j < v.n in order, d < hd;
+// lane0 = the position of the first row mod 16; acc: [16][hd] f32.
+void attn_accumulate(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc, Isa isa);
+// out[d] = tree16(acc[0..15][d]) for d < hd; acc: [16][hd], out: [hd] f32.
+void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa);
+
+// Queries that read the same kv head, attended together (attn_group).
+struct AttnGroup {
+  int nq = 0;                       // queries
+  const float* const* q = nullptr;  // [nq] pointers to [hd] f32
+  const int32_t* first = nullptr;   // [nq] first visible key (position)
+  const int32_t* last = nullptr;    // [nq] last visible key (position)
+  const float* sinks = nullptr;     // [nq] sink logits, or null
+  float* const* out = nullptr;      // [nq] pointers to [hd] f32
+  int32_t p0 = 0;                   // position of the first row handed over: a multiple of 16
+};
+// The queries of g against the rows of positions p0 .. p0 + n - 1 (n a multiple of 16;
+// k_rows, v_rows: [n] pointers to [hd] f32 or f16 rows, null for positions not read), the
+// queries in the lanes of the vectors (16 with AVX-512, 8 with AVX2) so that every row is
+// loaded once for all of them. Each query gets exactly the bits of the per-query kernels
+// above. Needs attn_group_supported().
+bool attn_group_supported();
+void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
+                int32_t hd, float scale);
 
 // One row of a selective-scan state: s[i] = s[i] * decay + b[i] * x for i < n, returns
 // sum_i s[i] * c[i] (new state) accumulated in a fixed order that depends only on n.
 float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa);
 
-// Grouped attention: up to 16 queries reading the same kv head at once, the queries as
-// the lanes of one vector (AVX-512, or two AVX2 halves; see attn_kernels_avx512.cpp for
-// the float sequence, which depends neither on the group nor on the ISA). Used when
-// attn_group_supported(hd).
-constexpr int kGroupQueries = 16;
-constexpr int32_t kMaxGroupHeadDim = 512;
-bool attn_group_supported(int32_t hd);
-// s[j][lane] = scale * q_lane . k_j for j < k.n, lanes < nq; qt: [hd][16] f32 (queries
-// transposed, unused lanes zero).
-void attn_group_scores(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
-// In place over s: [n][16]: keys outside [lo[lane], hi[lane]] get 0, the rest
-// exp(s - max) / sum (per lane, keys in order). sink: [16] per-lane sink logits, or null:
-// max starts from the sink and exp(sink - max) joins the sum after the keys.
-void attn_group_softmax(float* s, int32_t n, const int32_t* lo /*[16]*/, const int32_t* hi /*[16]*/,
-                        const float* sink = nullptr);
-// out[i][d] += sum_j p[j][i] * v_j[d] for queries i < nq, keys j < v.n in order;
-// p: [v.n][16], out: nq pointers to [hd] f32.
-void attn_group_accumulate(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
-
 namespace detail {
-void attn_group_scores_avx512(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
-void attn_group_softmax_avx512(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink);
-void attn_group_accumulate_avx512(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
-void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s);
-void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink);
-void attn_group_accumulate_avx2(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out);
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);
 void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
-void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* out);
-float softmax_exp_avx2(float* x, int32_t n, float max, const float* sink);
+float max_avx2(const float* x, int32_t n);
+double softmax_exp_avx2(float* x, int32_t n, float max);
+void scale_avx2(float* x, int32_t n, float v);
+void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
+void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out);
+void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
+                     int32_t hd, float scale);
+void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
+                       int32_t hd, float scale);
 }  // namespace detail
 
 }  // namespace ws

@@ -1,11 +1,12 @@
 // AVX2/FMA/F16C attention kernels (compiled with -mavx2 -mfma -mf16c; called only after
-// the run-time CPU check). Float arithmetic is written as intrinsics so the compiler
-// cannot contract it differently in different call sites.
+// the run-time CPU check): the float sequence of attn_kernels.h, whose 16-lane vectors are
+// two ymm halves here. Float arithmetic is written as intrinsics so the compiler cannot
+// contract it differently in different call sites.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
+#include "tensor/attn_group_impl.h"
 #include "tensor/attn_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/simd_avx2.h"
@@ -27,275 +28,167 @@ inline float load1(const void* base, size_t i) {
   else return static_cast<const float*>(base)[i];
 }
 
-// dot(q, row) over hd: lanes of 8 folded into one accumulator in d order, then a fixed
-// horizontal sum, then the (hd % 8) tail in order. Four keys are interleaved only to
-// overlap their latency chains; each key's own sequence is unchanged.
-template <bool F16>
-void scores_impl(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
-  const int32_t hd8 = hd & ~7;
-  int32_t j = 0;
-  for (; j + 4 <= k.n; j += 4) {
-    const size_t b0 = size_t(j) * k.stride, b1 = b0 + k.stride, b2 = b1 + k.stride, b3 = b2 + k.stride;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int32_t d = 0; d < hd8; d += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + d);
-      a0 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b0 + size_t(d)), a0);
-      a1 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b1 + size_t(d)), a1);
-      a2 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b2 + size_t(d)), a2);
-      a3 = _mm256_fmadd_ps(qv, load8<F16>(k.data, b3 + size_t(d)), a3);
-    }
-    float s[4] = {hsum(a0), hsum(a1), hsum(a2), hsum(a3)};
-    const size_t bs[4] = {b0, b1, b2, b3};
-    for (int i = 0; i < 4; ++i) {
-      for (int32_t d = hd8; d < hd; ++d) s[i] = std::fmaf(q[d], load1<F16>(k.data, bs[i] + size_t(d)), s[i]);
-      scores[j + i] = s[i] * scale;
-    }
-  }
-  for (; j < k.n; ++j) {
-    const size_t b = size_t(j) * k.stride;
-    __m256 a = _mm256_setzero_ps();
-    for (int32_t d = 0; d < hd8; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<F16>(k.data, b + size_t(d)), a);
-    float s = hsum(a);
-    for (int32_t d = hd8; d < hd; ++d) s = std::fmaf(q[d], load1<F16>(k.data, b + size_t(d)), s);
-    scores[j] = s * scale;
-  }
+// tree16 of the 16 lanes lo (0..7) and hi (8..15): lo + hi, then quarters, pairs, [0] + [1].
+inline float tree16(__m256 lo, __m256 hi) {
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
 }
 
-// out[d0 .. d0 + 8R) += sum_j p[j] v_j[...], keys in order, the block kept in registers.
+// dot(q, k_j) for one key: a0..a3 / b0..b3 are ggml's four accumulators, lanes 0..7 / 8..15
+// (named, not an array, so that they stay in registers).
+template <bool F16>
+float dot_ggml(const float* q, const void* k, size_t base, int32_t hd) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const int32_t np = hd & ~63;
+  for (int32_t d = 0; d < np; d += 64) {
+    const size_t i = base + size_t(d);
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<F16>(k, i), a0);
+    b0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), load8<F16>(k, i + 8), b0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 16), load8<F16>(k, i + 16), a1);
+    b1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 24), load8<F16>(k, i + 24), b1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 32), load8<F16>(k, i + 32), a2);
+    b2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 40), load8<F16>(k, i + 40), b2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 48), load8<F16>(k, i + 48), a3);
+    b3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 56), load8<F16>(k, i + 56), b3);
+  }
+  const __m256 lo = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+  const __m256 hi = _mm256_add_ps(_mm256_add_ps(b0, b2), _mm256_add_ps(b1, b3));
+  float s = tree16(lo, hi);
+  for (int32_t d = np; d < hd; ++d) s = std::fmaf(q[d], load1<F16>(k, base + size_t(d)), s);
+  return s;
+}
+
+template <bool F16>
+void scores_impl(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
+  for (int32_t j = 0; j < k.n; ++j) scores[j] = dot_ggml<F16>(q, k.data, size_t(j) * k.stride, hd) * scale;
+}
+
+// The keys of one lane l (j = l - lane0 mod 16, then every 16th) into acc[l], R vectors
+// of dims [d0, d0 + 8R) held in registers over all of them.
 template <bool F16, int R>
-void accumulate_block(const float* p, const KvRows& v, int32_t d0, float* out) {
+void accumulate_lane(const float* p, const KvRows& v, int32_t j0, int32_t d0, float* a) {
   __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(out + d0 + 8 * r);
-  for (int32_t j = 0; j < v.n; ++j) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(a + d0 + 8 * r);
+  for (int32_t j = j0; j < v.n; j += 16) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const size_t b = size_t(j) * v.stride + size_t(d0);
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(pj, load8<F16>(v.data, b + 8 * r), acc[r]);
+    const size_t base = size_t(j) * v.stride + size_t(d0);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(pj, load8<F16>(v.data, base + size_t(8 * r)), acc[r]);
   }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + d0 + 8 * r, acc[r]);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(a + d0 + 8 * r, acc[r]);
 }
 
 template <bool F16>
-void accumulate_impl(const float* p, const KvRows& v, int32_t hd, float* out) {
-  const int32_t hd8 = hd & ~7;
-  int32_t d0 = 0;
-  for (; d0 + 64 <= hd8; d0 += 64) accumulate_block<F16, 8>(p, v, d0, out);
-  for (; d0 < hd8; d0 += 8) accumulate_block<F16, 1>(p, v, d0, out);
-  for (int32_t d = hd8; d < hd; ++d)
-    for (int32_t j = 0; j < v.n; ++j) out[d] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(d)), out[d]);
-}
-
-// exp(x) for x <= 0 (softmax arguments), exp_reduced's 2^n * P(r); x < -87 gives 0.
-inline __m256 exp_neg(__m256 x) {
-  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  __m256 n;
-  const __m256 poly = exp_reduced(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), &n);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(poly, pow2i(n)));
-}
-
-// ---- grouped attention (attn_group_*): the float sequence of attn_kernels_avx512.cpp, 8 lanes at a time ----
-
-// Key/value row j as f32: converted into `tmp` when stored as f16.
-inline const float* row_f32(const KvRows& r, int32_t j, int32_t hd, float* tmp /* [hd] */) {
-  if (!r.f16) return static_cast<const float*>(r.data) + size_t(j) * r.stride;
-  const auto* h = static_cast<const uint16_t*>(r.data) + size_t(j) * r.stride;
-  for (int32_t d = 0; d < hd; d += 8)
-    _mm256_storeu_ps(tmp + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
-  return tmp;
-}
-
-// Keys kr[0, NK) against H halves of 8 query lanes (qt + 8 h). Part p of a score sums
-// d = p, p + 16, ... in order; the NK * H chains of one part share each query load and each
-// key broadcast (H + NK loads per NK * H fmas, the fewest the 16 registers allow). The 16
-// parts wait in `part` and the tree pairs them (p, p + 8), (p, p + 4), (p, p + 2), (p, p + 1),
-// the AVX-512 kernel's vertical adds.
-template <int H, int NK>
-inline void keys_block(const float* qt, const float* const* kr, int32_t hd, float scale, float* s /* [NK][16] */) {
-  alignas(32) float part[16][NK][H][8];  // [d mod 16][key][half][lane] f32 partial sums
-  for (int p = 0; p < 16; ++p) {
-    __m256 acc[NK][H];  // unrolled so that the chains stay in registers
-#pragma GCC unroll 8
-    for (int x = 0; x < NK; ++x)
-#pragma GCC unroll 2
-      for (int h = 0; h < H; ++h) acc[x][h] = _mm256_setzero_ps();
-#pragma GCC unroll 4
-    for (int32_t d = p; d < hd; d += 16) {
-      __m256 q[H];
-#pragma GCC unroll 2
-      for (int h = 0; h < H; ++h) q[h] = _mm256_loadu_ps(qt + d * 16 + 8 * h);
-#pragma GCC unroll 8
-      for (int x = 0; x < NK; ++x) {
-        const __m256 b = _mm256_broadcast_ss(kr[x] + d);
-#pragma GCC unroll 2
-        for (int h = 0; h < H; ++h) acc[x][h] = _mm256_fmadd_ps(q[h], b, acc[x][h]);
-      }
+void accumulate_impl(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+  const int32_t d8 = hd & ~7;
+  for (int l = 0; l < 16; ++l) {
+    const int32_t j0 = (l - lane0) & 15;
+    float* a = acc + size_t(l) * size_t(hd);
+    int32_t d = 0;
+    for (; d + 64 <= d8; d += 64) accumulate_lane<F16, 8>(p, v, j0, d, a);
+    switch ((d8 - d) / 8) {
+      case 7: accumulate_lane<F16, 7>(p, v, j0, d, a); break;
+      case 6: accumulate_lane<F16, 6>(p, v, j0, d, a); break;
+      case 5: accumulate_lane<F16, 5>(p, v, j0, d, a); break;
+      case 4: accumulate_lane<F16, 4>(p, v, j0, d, a); break;
+      case 3: accumulate_lane<F16, 3>(p, v, j0, d, a); break;
+      case 2: accumulate_lane<F16, 2>(p, v, j0, d, a); break;
+      case 1: accumulate_lane<F16, 1>(p, v, j0, d, a); break;
+      default: break;
     }
-#pragma GCC unroll 8
-    for (int x = 0; x < NK; ++x)
-#pragma GCC unroll 2
-      for (int h = 0; h < H; ++h) _mm256_store_ps(part[p][x][h], acc[x][h]);
-  }
-  auto pair = [&](int p, int w, int x, int h) {
-    return _mm256_add_ps(_mm256_load_ps(part[p][x][h]), _mm256_load_ps(part[p + w][x][h]));
-  };
-#pragma GCC unroll 8
-  for (int x = 0; x < NK; ++x)
-#pragma GCC unroll 2
-    for (int h = 0; h < H; ++h) {
-      const __m256 t0 = _mm256_add_ps(pair(0, 8, x, h), pair(4, 8, x, h)), t1 = _mm256_add_ps(pair(1, 8, x, h), pair(5, 8, x, h));
-      const __m256 t2 = _mm256_add_ps(pair(2, 8, x, h), pair(6, 8, x, h)), t3 = _mm256_add_ps(pair(3, 8, x, h), pair(7, 8, x, h));
-      const __m256 score = _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3));
-      _mm256_storeu_ps(s + 16 * x + 8 * h, _mm256_mul_ps(score, _mm256_set1_ps(scale)));
-    }
-}
-
-// All keys of k for H halves of query lanes, NK keys per block.
-template <int H, int NK>
-void scores_lanes(const float* qt, const KvRows& k, int32_t hd, float scale, float* s) {
-  alignas(32) float tmp[NK * kMaxGroupHeadDim];  // [NK][hd] f32: key rows converted from f16
-  const float* kr[NK];
-  int32_t j = 0;
-  for (; j + NK <= k.n; j += NK) {
-    for (int x = 0; x < NK; ++x) kr[x] = row_f32(k, j + x, hd, tmp + x * hd);
-    keys_block<H, NK>(qt, kr, hd, scale, s + j * 16);
-  }
-  for (; j < k.n; ++j) {
-    kr[0] = row_f32(k, j, hd, tmp);
-    keys_block<H, 1>(qt, kr, hd, scale, s + j * 16);
+    for (int32_t j = j0; j < v.n; j += 16)
+      for (int32_t dd = d8; dd < hd; ++dd) a[dd] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(dd)), a[dd]);
   }
 }
 
-// Few queries (decode): d in the lanes. Lane p of lo / hi is partial sum p / p + 8, so
-// lo + hi is level 1 of the tree and hsum() (simd_avx2.h) pairs exactly levels 2 to 4.
-void scores_dots(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
-  alignas(32) float qrows[4 * kMaxGroupHeadDim];  // [nq][hd] f32: the queries as rows
-  alignas(32) float tmp[kMaxGroupHeadDim];        // [hd] f32: one key row
-  for (int i = 0; i < nq; ++i)
-    for (int32_t d = 0; d < hd; ++d) qrows[i * hd + d] = qt[d * 16 + i];
-  for (int32_t j = 0; j < k.n; ++j) {
-    const float* kr = row_f32(k, j, hd, tmp);
-    for (int i = 0; i < nq; ++i) {
-      __m256 lo = _mm256_setzero_ps(), hi = lo;
-      for (int32_t d0 = 0; d0 < hd; d0 += 16) {
-        lo = _mm256_fmadd_ps(_mm256_loadu_ps(qrows + i * hd + d0), _mm256_loadu_ps(kr + d0), lo);
-        hi = _mm256_fmadd_ps(_mm256_loadu_ps(qrows + i * hd + d0 + 8), _mm256_loadu_ps(kr + d0 + 8), hi);
-      }
-      s[j * 16 + i] = hsum(_mm256_add_ps(lo, hi)) * scale;
-    }
+// Vector traits of attn_group_impl.h: 8 query lanes.
+struct Avx2Lanes {
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F exp(F x) { return expf_ggml8(x); }
+  static F visible(F x, int32_t j, const int32_t* lo, const int32_t* hi) {
+    const __m256i jv = _mm256_set1_epi32(j);
+    const __m256i hidden = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)), jv),
+                                           _mm256_cmpgt_epi32(jv, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi))));
+    return _mm256_blendv_ps(x, _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(hidden));
   }
-}
-
-// out_i[d0, d0 + 16) += sum_j p[j][i] v_j[...] for queries [i0, i0 + Q), keys in order.
-template <int Q>
-void group_accumulate_block(const float* p, const KvRows& v, int i0, int32_t d0, float* const* out) {
-  __m256 acc[Q][2];  // [query][8-lane half of the 16 d]
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < 2; ++c) acc[i][c] = _mm256_loadu_ps(out[i0 + i] + d0 + 8 * c);
-  for (int32_t j = 0; j < v.n; ++j) {
-    const size_t b = size_t(j) * v.stride + size_t(d0);
-    const __m256 v0 = v.f16 ? load8<true>(v.data, b) : load8<false>(v.data, b);
-    const __m256 v1 = v.f16 ? load8<true>(v.data, b + 8) : load8<false>(v.data, b + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < Q; ++i) {  // unrolled: acc stays in registers
-      const __m256 pj = _mm256_set1_ps(p[j * 16 + i0 + i]);
-      acc[i][0] = _mm256_fmadd_ps(pj, v0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(pj, v1, acc[i][1]);
-    }
-  }
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < 2; ++c) _mm256_storeu_ps(out[i0 + i] + d0 + 8 * c, acc[i][c]);
-}
+};
 
 }  // namespace
+
+void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
+                     int32_t hd, float scale) {
+  attn_group_impl<Avx2Lanes>(g, k_rows, v_rows, n, f16, hd, scale);
+}
 
 void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
   if (k.f16) scores_impl<true>(q, k, hd, scale, scores);
   else scores_impl<false>(q, k, hd, scale, scores);
 }
 
-void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, float* out) {
-  if (v.f16) accumulate_impl<true>(p, v, hd, out);
-  else accumulate_impl<false>(p, v, hd, out);
+float max_avx2(const float* x, int32_t n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (int32_t i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float r = lanes[0];
+  for (int i = 1; i < 8; ++i) r = r > lanes[i] ? r : lanes[i];
+  return r;
 }
 
-float softmax_exp_avx2(float* x, int32_t n, float max, const float* sink) {
+void scale_avx2(float* x, int32_t n, float v) {
+  const __m256 s = _mm256_set1_ps(v);
+  for (int32_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
+}
+
+double softmax_exp_avx2(float* x, int32_t n, float max) {
   const __m256 m = _mm256_set1_ps(max);
-  __m256 acc = _mm256_setzero_ps();
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
-    _mm256_storeu_ps(x + i, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  float sum = hsum(acc);
-  if (i < n) {  // the tail through the same vector exp, zero lanes masked out of the sum
-    alignas(32) float tmp[8];
-    for (int k = 0; k < 8; ++k) tmp[k] = i + k < n ? x[i + k] : max;
-    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_load_ps(tmp), m));
-    _mm256_store_ps(tmp, e);
-    for (int32_t k = 0; i + k < n; ++k) {
-      x[i + k] = tmp[k];
-      sum += tmp[k];
-    }
-  }
-  if (sink) {  // the same vector exp, lane 0
-    alignas(32) float e[8];
-    _mm256_store_ps(e, exp_neg(_mm256_sub_ps(_mm256_set1_ps(*sink), m)));
-    sum += e[0];
+  double sum = 0;
+  for (int32_t b = 0; b < n; b += 16) {
+    const __m256 lo = expf_ggml8(_mm256_sub_ps(_mm256_loadu_ps(x + b), m));
+    const __m256 hi = expf_ggml8(_mm256_sub_ps(_mm256_loadu_ps(x + b + 8), m));
+    _mm256_storeu_ps(x + b, lo);
+    _mm256_storeu_ps(x + b + 8, hi);
+    sum += double(tree16(lo, hi));
   }
   return sum;
 }
 
-void attn_group_scores_avx2(const float* qt, int nq, const KvRows& k, int32_t hd, float scale, float* s) {
-  if (nq <= 4) scores_dots(qt, nq, k, hd, scale, s);
-  else if (nq <= 8) scores_lanes<1, 8>(qt, k, hd, scale, s);
-  else scores_lanes<2, 4>(qt, k, hd, scale, s);
+void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+  if (v.f16) accumulate_impl<true>(p, v, hd, lane0, acc);
+  else accumulate_impl<false>(p, v, hd, lane0, acc);
 }
 
-void attn_group_softmax_avx2(float* s, int32_t n, const int32_t* lo, const int32_t* hi, const float* sink) {
-  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
-  for (int h = 0; h < 16; h += 8) {  // lanes [h, h + 8); a half with no visible key is skipped
-    const __m256i lov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + h));
-    const __m256i hiv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + h));
-    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lov, hiv))) == 0xFF) continue;
-    // Keys [all_lo, all_hi] are visible to every lane of the half and need no mask.
-    const int32_t all_lo = *std::max_element(lo + h, lo + h + 8), all_hi = *std::min_element(hi + h, hi + h + 8);
-    __m256 m = sink ? _mm256_loadu_ps(sink + h) : neg_inf;  // the max includes the sink
-    auto masked = [&](int32_t j) {
-      const __m256i jv = _mm256_set1_epi32(j);
-      const __m256i hidden = _mm256_or_si256(_mm256_cmpgt_epi32(lov, jv), _mm256_cmpgt_epi32(jv, hiv));
-      const __m256 x = _mm256_blendv_ps(_mm256_loadu_ps(s + j * 16 + h), neg_inf, _mm256_castsi256_ps(hidden));
-      _mm256_storeu_ps(s + j * 16 + h, x);
-      m = _mm256_max_ps(m, x);
-    };
-    const int32_t a = std::clamp(all_lo, 0, n), b = std::clamp(all_hi + 1, a, n);
-    for (int32_t j = 0; j < a; ++j) masked(j);
-    for (int32_t j = a; j < b; ++j) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j * 16 + h));
-    for (int32_t j = b; j < n; ++j) masked(j);
-    __m256 sum = _mm256_setzero_ps();
-    for (int32_t j = 0; j < n; ++j) {
-      const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + j * 16 + h), m));
-      _mm256_storeu_ps(s + j * 16 + h, e);
-      sum = _mm256_add_ps(sum, e);
-    }
-    if (sink) sum = _mm256_add_ps(sum, exp_neg(_mm256_sub_ps(_mm256_loadu_ps(sink + h), m)));  // after the keys
-    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
-    for (int32_t j = 0; j < n; ++j)
-      _mm256_storeu_ps(s + j * 16 + h, _mm256_mul_ps(_mm256_loadu_ps(s + j * 16 + h), inv));
+void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out) {
+  const size_t stride = size_t(hd);
+  int32_t d = 0;
+  for (; d + 8 <= hd; d += 8) {  // tree16 over the 16 rows, 8 dims at a time: vertical adds
+    __m256 t[8];
+    for (int i = 0; i < 8; ++i)
+      t[i] = _mm256_add_ps(_mm256_loadu_ps(acc + size_t(i) * stride + size_t(d)), _mm256_loadu_ps(acc + size_t(i + 8) * stride + size_t(d)));
+    for (int i = 0; i < 4; ++i) t[i] = _mm256_add_ps(t[i], t[i + 4]);
+    for (int i = 0; i < 2; ++i) t[i] = _mm256_add_ps(t[i], t[i + 2]);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(t[0], t[1]));
   }
-}
-
-void attn_group_accumulate_avx2(const float* p, int nq, const KvRows& v, int32_t hd, float* const* out) {
-  for (int32_t d0 = 0; d0 < hd; d0 += 16) {
-    int i = 0;
-    for (; i + 6 <= nq; i += 6) group_accumulate_block<6>(p, v, i, d0, out);
-    switch (nq - i) {
-      case 5: group_accumulate_block<5>(p, v, i, d0, out); break;
-      case 4: group_accumulate_block<4>(p, v, i, d0, out); break;
-      case 3: group_accumulate_block<3>(p, v, i, d0, out); break;
-      case 2: group_accumulate_block<2>(p, v, i, d0, out); break;
-      case 1: group_accumulate_block<1>(p, v, i, d0, out); break;
-      default: break;
-    }
+  for (; d < hd; ++d) {
+    float t[8];
+    for (int i = 0; i < 8; ++i) t[i] = acc[size_t(i) * stride + size_t(d)] + acc[size_t(i + 8) * stride + size_t(d)];
+    for (int i = 0; i < 4; ++i) t[i] = t[i] + t[i + 4];
+    for (int i = 0; i < 2; ++i) t[i] = t[i] + t[i + 2];
+    out[d] = t[0] + t[1];
   }
 }
 

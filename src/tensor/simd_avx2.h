@@ -3,6 +3,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cmath>
+
 namespace ws::detail {
 namespace {
 
@@ -15,26 +17,30 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// The parts of exp(x) = 2^n * P(r): returns P(r) and sets *n = round(x log2e), where
-// r = x - n ln2 lies in [-ln2/2, ln2/2] (ln2 subtracted in two parts) and P is the
-// degree-6 Taylor polynomial (relative error ~2e-7). Valid for |x| <= 88.8.
-inline __m256 exp_reduced(__m256 x, __m256* n) {
-  *n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(*n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(*n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 poly = _mm256_set1_ps(1.0f / 720.0f);
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 120.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 24.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f / 6.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(0.5f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
-  return _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
-}
-
-// 2^n for integral n in [-126, 127].
-inline __m256 pow2i(__m256 n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+// expf_ggml (tensor/expf_ggml.h) for 8 lanes: the same operations, so the same bits.
+inline __m256 expf_ggml8(__m256 x) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  const __m256 n = _mm256_sub_ps(z, r);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+  // e = n clamped to [-192, 192] (lanes outside are replaced below; -inf and NaN too), m the
+  // part of it applied after the exact one: -126 below -126, 127 above 127, else 0.
+  const __m256i e = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192.f)), _mm256_set1_ps(192.f)));
+  const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), e), _mm256_set1_epi32(-126)),
+                                    _mm256_and_si256(_mm256_cmpgt_epi32(e, _mm256_set1_epi32(127)), _mm256_set1_epi32(127)));
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(e, m), bias), 23));
+  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(m, bias), 23));
+  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, f1), f2);
+  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+  const __m256 out_of_range = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.f), _CMP_GT_OQ);
+  const __m256 alt = _mm256_andnot_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ), _mm256_set1_ps(INFINITY));
+  return _mm256_blendv_ps(res, alt, out_of_range);
 }
 
 }  // namespace
