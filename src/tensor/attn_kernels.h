@@ -82,6 +82,10 @@ void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t l
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out);
 void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
                      int32_t hd, float scale);
+// The AVX-512 parts of the AVX2 per-query kernels: scores of whole runs of 16 keys (hd a
+// multiple of 64; returns the keys done), values for the dims up to hd & ~15 (returned).
+int32_t attn_scores16_avx512(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
+int32_t attn_accumulate16_avx512(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
                        int32_t hd, float scale);
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include "tensor/attn_group_impl.h"
 #include "tensor/attn_kernels.h"
 #include "tensor/dtype.h"
+#include "tensor/kernels_impl.h"
 #include "tensor/simd_avx2.h"
 
 namespace ws::detail {
@@ -62,7 +63,8 @@ float dot_ggml(const float* q, const void* k, size_t base, int32_t hd) {
 
 template <bool F16>
 void scores_impl(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
-  for (int32_t j = 0; j < k.n; ++j) scores[j] = dot_ggml<F16>(q, k.data, size_t(j) * k.stride, hd) * scale;
+  const int32_t j0 = cpu_has_vnni() ? attn_scores16_avx512(q, k, hd, scale, scores) : 0;
+  for (int32_t j = j0; j < k.n; ++j) scores[j] = dot_ggml<F16>(q, k.data, size_t(j) * k.stride, hd) * scale;
 }
 
 // The keys of one lane l (j = l - lane0 mod 16, then every 16th) into acc[l], R vectors
@@ -84,11 +86,11 @@ void accumulate_lane(const float* p, const KvRows& v, int32_t j0, int32_t d0, fl
 
 template <bool F16>
 void accumulate_impl(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
-  const int32_t d8 = hd & ~7;
+  const int32_t d8 = hd & ~7, d_done = cpu_has_vnni() ? attn_accumulate16_avx512(p, v, hd, lane0, acc) : 0;
   for (int l = 0; l < 16; ++l) {
     const int32_t j0 = (l - lane0) & 15;
     float* a = acc + size_t(l) * size_t(hd);
-    int32_t d = 0;
+    int32_t d = d_done;
     for (; d + 64 <= d8; d += 64) accumulate_lane<F16, 8>(p, v, j0, d, a);
     switch ((d8 - d) / 8) {
       case 7: accumulate_lane<F16, 7>(p, v, j0, d, a); break;

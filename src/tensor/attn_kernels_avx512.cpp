@@ -50,7 +50,97 @@ struct Avx512Lanes {
   }
 };
 
+template <bool F16>
+inline __m512 load16(const void* base, size_t i) {
+  if constexpr (F16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+  else
+    return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+}
+
+// Scores of 16 keys (rows k0 .. k0 + 15 of k) for one query, hd a multiple of 64: t[x] is
+// key x's (a0 + a2) + (a1 + a3) over ggml's four accumulators, then tree16 runs across the
+// lanes for the 16 keys at once: the pairs (i, i + 8), (i, i + 4), (i, i + 2), (i, i + 1).
+template <bool F16>
+void scores16(const float* q, const KvRows& k, int32_t k0, int32_t hd, float scale, float* s) {
+  __m512 t[16];
+  for (int x = 0; x < 16; ++x) {
+    const size_t base = size_t(k0 + x) * k.stride;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t d = 0; d < hd; d += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), load16<F16>(k.data, base + size_t(d)), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d + 16), load16<F16>(k.data, base + size_t(d + 16)), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d + 32), load16<F16>(k.data, base + size_t(d + 32)), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d + 48), load16<F16>(k.data, base + size_t(d + 48)), a3);
+    }
+    t[x] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+  }
+  __m512 z[8], w[4], v[2];
+  for (int m = 0; m < 8; ++m)  // (i, i + 8): lanes 0-7 key 2m, lanes 8-15 key 2m + 1
+    z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x44), _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xEE));
+  for (int m = 0; m < 4; ++m)  // (i, i + 4): 128-bit lane l holds key 4m + l
+    w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0x88), _mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0xDD));
+  for (int m = 0; m < 2; ++m)  // (i, i + 2)
+    v[m] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0x44), _mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0xEE));
+  // (i, i + 1): lane 4l + m holds key 4m + l; put key x in lane x.
+  const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+  const __m512 dots = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), u);
+  _mm512_storeu_ps(s, _mm512_mul_ps(dots, _mm512_set1_ps(scale)));
+}
+
+// The keys of one lane (j = j0, j0 + 16, ...) into a[d0, d0 + 16R), held in registers.
+template <bool F16, int R>
+void accumulate_lane16(const float* p, const KvRows& v, int32_t j0, int32_t d0, float* a) {
+  __m512 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_loadu_ps(a + d0 + 16 * r);
+  for (int32_t j = j0; j < v.n; j += 16) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+    const size_t base = size_t(j) * v.stride + size_t(d0);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(pj, load16<F16>(v.data, base + size_t(16 * r)), acc[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(a + d0 + 16 * r, acc[r]);
+}
+
+template <bool F16>
+int32_t accumulate16(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+  const int32_t d16 = hd & ~15;
+  for (int l = 0; l < 16; ++l) {
+    const int32_t j0 = (l - lane0) & 15;
+    float* a = acc + size_t(l) * size_t(hd);
+    int32_t d = 0;
+    for (; d + 128 <= d16; d += 128) accumulate_lane16<F16, 8>(p, v, j0, d, a);
+    switch ((d16 - d) / 16) {
+      case 7: accumulate_lane16<F16, 7>(p, v, j0, d, a); break;
+      case 6: accumulate_lane16<F16, 6>(p, v, j0, d, a); break;
+      case 5: accumulate_lane16<F16, 5>(p, v, j0, d, a); break;
+      case 4: accumulate_lane16<F16, 4>(p, v, j0, d, a); break;
+      case 3: accumulate_lane16<F16, 3>(p, v, j0, d, a); break;
+      case 2: accumulate_lane16<F16, 2>(p, v, j0, d, a); break;
+      case 1: accumulate_lane16<F16, 1>(p, v, j0, d, a); break;
+      default: break;
+    }
+  }
+  return d16;
+}
+
 }  // namespace
+
+int32_t attn_scores16_avx512(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
+  if (hd % 64 != 0) return 0;
+  int32_t j = 0;
+  for (; j + 16 <= k.n; j += 16) {
+    if (k.f16) scores16<true>(q, k, j, hd, scale, scores + j);
+    else scores16<false>(q, k, j, hd, scale, scores + j);
+  }
+  return j;
+}
+
+int32_t attn_accumulate16_avx512(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+  return v.f16 ? accumulate16<true>(p, v, hd, lane0, acc) : accumulate16<false>(p, v, hd, lane0, acc);
+}
 
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
                        int32_t hd, float scale) {
