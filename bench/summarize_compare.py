@@ -5,6 +5,7 @@ Each (engine, arch, type, test) may have several rounds; the table uses the medi
 per-round means, and shows the spread (min..max of the round means) because the machine
 the numbers come from may be shared and noisy."""
 import json
+import os
 import platform
 import statistics
 import sys
@@ -22,6 +23,19 @@ def cpu_model():
     return platform.processor()
 
 
+def cpu_flags():
+    """The SIMD flags that choose kernels, in both engines."""
+    wanted = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_bf16")
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return " ".join(f for f in wanted if f in have)
+    except OSError:
+        pass
+    return "?"
+
+
 def main(path):
     runs = defaultdict(list)  # (arch, type, test) -> engine -> [avg_ts per round]
     rss = defaultdict(int)    # (arch, type, engine) -> peak RSS in KiB over its tests
@@ -36,7 +50,9 @@ def main(path):
         threads.add(r.get("n_threads"))
     print(f"# warmstart vs llama.cpp (node-llama-cpp@3.21.1)\n")
     print(f"- CPU: {cpu_model()}  \n- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  "
-          f"\n- threads: {', '.join(str(t) for t in sorted(x for x in threads if x))}  \n- raw: {path}\n")
+          f"\n- threads: {', '.join(str(t) for t in sorted(x for x in threads if x))}  \n- raw: {path}  "
+          f"\n- CPU flags: {cpu_flags()}  \n- warmstart ISA: {os.environ.get('WARMSTART_ISA', 'best available')}  "
+          f"\n- peer: {os.environ.get('COMPARE_PEER', 'bench/peer')}\n")
     print("| model | type | test | warmstart t/s (min..max) | llama.cpp t/s (min..max) | ratio |")
     print("|---|---|---|---|---|---|")
     for (arch, typ, test), rows in sorted(runs.items()):

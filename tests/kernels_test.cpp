@@ -219,7 +219,7 @@ TEST(Matmul, QuantizedTypesBitIdenticalAcrossPaths) {
 TEST(Matmul, Bf16BitIdenticalAcrossPathsAndBatches) {
   if (!have_avx2()) GTEST_SKIP() << "no SIMD path on this CPU";
   for (int64_t cols : {int64_t(320), int64_t(96), int64_t(200), int64_t(13)}) {
-    for (int64_t rows : {int64_t(5), int64_t(36), int64_t(37)}) {
+    for (int64_t rows : {int64_t(5), int64_t(36), int64_t(37), int64_t(100)}) {  // 100: groups of 4 panels
       const Weights w = make_weights(DType::bf16, rows, cols, 17);
       const Matrix packed = pack_for_cpu(w.m);
       const int64_t max_n = 2 * detail::kTokenTile + 11;

@@ -280,6 +280,65 @@ TEST(QuantizeCli, Bf16MatchesLlamaQuantize) {
   EXPECT_GE(compared, 2);
 }
 
+// Mixed files, as llama-quantize writes them with --token-embedding-type and
+// --output-tensor-type: the embedding and the LM head BF16, every other tensor exactly
+// llama-quantize's Q8_0 (the fixture's type and bytes), the BF16 tensors exactly its BF16
+// file's. The model loads and runs, as close to the F16 model as a Q8_0 file is.
+TEST(QuantizeCli, MixedEmbeddingAndHeadTypes) {
+  TempDir dir;
+  int compared = 0;
+  for (const auto& fx : quant_fixtures()) {
+    const fs::path bf16_path = kModels / (fx.base + "-bf16.gguf");
+    if (fx.suffix != "q8_0" || !fs::exists(bf16_path)) continue;
+    SCOPED_TRACE(fx.base);
+    const fs::path out = dir.path() / "mixed.gguf", log = dir.path() / "log.txt";
+    ASSERT_EQ(run_binary("quantize \"" + fx.f16.string() + "\" \"" + out.string() +
+                             "\" Q8_0 --token-embedding-type BF16 --output-tensor-type bf16 -t 2", log), 0)
+        << slurp(log);
+    const auto mixed = ws::gguf::File::open(out.string());
+    const auto q8 = ws::gguf::File::open(fx.quantized.string());
+    const auto bf16 = ws::gguf::File::open(bf16_path.string());
+    int n_bf16 = 0;
+    for (const auto& t : mixed.tensors()) {
+      SCOPED_TRACE(t.name);
+      const bool wide = t.name == "token_embd.weight" || t.name == "output.weight";
+      const auto& ref = (wide ? bf16 : q8).require_tensor(t.name);
+      EXPECT_EQ(t.type, ref.type) << ws::dtype_name(t.type);
+      n_bf16 += t.type == DType::bf16;
+      ASSERT_EQ(t.nbytes, ref.nbytes);
+      EXPECT_EQ(0, std::memcmp(t.data, ref.data, size_t(t.nbytes)));
+    }
+    EXPECT_GE(n_bf16, 1);
+    std::vector<ws::Token> tokens;  // [32] ids
+    for (int i = 0; i < 32; ++i) tokens.push_back((i * 7919 + 13) % 200 + 10);
+    auto logits_of = [&](const ws::gguf::File& f) {
+      const auto model = ws::load_model(f);
+      ws::MemoryOptions mem;
+      mem.n_ctx = int32_t(tokens.size());
+      ws::SeqState state = model->make_state(mem);
+      std::vector<float> logits;  // [n][n_vocab]
+      ws::ThreadPool pool(2);
+      ws::eval_tokens(*model, state, tokens, 8, ws::LogitsMode::all, logits, pool);
+      return logits;
+    };
+    const auto ref = logits_of(ws::gguf::File::open(fx.f16.string()));
+    const auto got = logits_of(mixed);
+    ASSERT_EQ(got.size(), ref.size());
+    double max_abs = 0, sum = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_abs = std::max(max_abs, double(std::fabs(got[i] - ref[i])));
+      sum += std::fabs(got[i] - ref[i]);
+    }
+    std::printf("  %s BF16 embedding/head + Q8_0 vs F16: max|dlogit| %.3g mean %.3g\n", fx.base.c_str(), max_abs,
+                sum / double(ref.size()));
+    // As MoeModelTypesSlicesAndLogits bounds a Q8_0 file against its F16 original.
+    EXPECT_LE(max_abs, 0.5);
+    EXPECT_LE(sum / double(ref.size()), 0.08);
+    ++compared;
+  }
+  EXPECT_GE(compared, 1);
+}
+
 TEST(QuantizeCli, ClearErrors) {
   TempDir dir;
   const fs::path log = dir.path() / "log.txt";
@@ -291,6 +350,8 @@ TEST(QuantizeCli, ClearErrors) {
   EXPECT_NE(slurp(log).find("unknown quantization type 'Q3_XYZ'"), std::string::npos) << slurp(log);
   EXPECT_NE(run_binary("quantize \"" + (dir.path() / "missing.gguf").string() + "\" " + out + " q8_0", log), 0);
   EXPECT_NE(slurp(log).find("missing.gguf"), std::string::npos) << slurp(log);
+  EXPECT_NE(run_binary("quantize " + in + " " + out + " Q8_0 --output-tensor-type Q9", log), 0);
+  EXPECT_NE(slurp(log).find("--output-tensor-type: unknown tensor type 'Q9'"), std::string::npos) << slurp(log);
   // Requantizing an already quantized model is refused, as llama-quantize does.
   EXPECT_NE(run_binary("quantize \"" + fx[0].quantized.string() + "\" " + out + " F16", log), 0);
   EXPECT_NE(slurp(log).find("requantize"), std::string::npos) << slurp(log);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -24,8 +25,20 @@ struct QuantizeOptions {
   std::string input;
   std::string output;
   std::string type;
+  std::string token_embd_type;  // --token-embedding-type, empty: the mix's choice
+  std::string output_type;      // --output-tensor-type
   int threads = 0;
 };
+
+// A tensor type named on the command line (F16, BF16, Q8_0, ...), or none for "".
+std::optional<DType> tensor_type_option(const std::string& name, const char* option) {
+  if (name.empty()) return std::nullopt;
+  const auto t = dtype_from_name(name);
+  if (!t || *t == DType::q8_k)
+    throw std::runtime_error(std::string(option) + ": unknown tensor type '" + name +
+                             "' (expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K)");
+  return t;
+}
 
 ModelFacts model_facts(const gguf::File& f) {
   ModelFacts m;
@@ -107,7 +120,9 @@ int run_quantize(const QuantizeOptions& o) {
   const auto order = llama_tensor_order(names);
   std::vector<TensorDesc> descs;
   for (size_t i : order) descs.push_back({in.tensors()[i].name, in.tensors()[i].ne, in.tensors()[i].type});
-  const auto plans = plan_tensor_types(descs, *target, facts);
+  const TypeOverrides overrides{tensor_type_option(o.token_embd_type, "--token-embedding-type"),
+                                tensor_type_option(o.output_type, "--output-tensor-type")};
+  const auto plans = plan_tensor_types(descs, *target, facts, overrides);
 
   gguf::Writer w;
   w.copy_metadata(in);
@@ -157,6 +172,10 @@ Command add_quantize(CLI::App& root) {
       ->required();
   app->add_option("-t,--threads", opts->threads, "worker threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
+  app->add_option("--token-embedding-type", opts->token_embd_type,
+                  "type of token_embd.weight (e.g. BF16 for a mixed file), as llama-quantize's option");
+  app->add_option("--output-tensor-type", opts->output_type,
+                  "type of the LM head (output.weight, or the tied token_embd.weight), as llama-quantize's option");
   return {app, [opts] { return run_quantize(*opts); }};
 }
 

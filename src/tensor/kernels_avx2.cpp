@@ -96,6 +96,7 @@ struct V256 {
   static F fma_block(I s, F dw, float dx, F acc) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
   }
+  static constexpr int kF16BatchPanels = 1;  // F16 batches: one panel x 8 tokens (16 ymm)
   static F load_f16(const f16_bits* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
@@ -170,7 +171,9 @@ struct Bf16Avx2 {
     __m256 odd, even;  // [8 rows] f32 columns 2p+1 and 2p
   };
   static constexpr int kRows = 8, kPairBytes = 8;  // activation pairs widened: (even, odd) f32
-  static constexpr int kTokens = 8;                // prefill tile: 8 accumulators + 4 of 16 ymm
+  using X = const uint8_t*;                        // an activation pair, broadcast in step
+  static constexpr int kPanels = 1;                // prefill tile: 1 panel x 8 tokens, 8 accumulators
+  static constexpr int kTokens = 8;                //   + 4 of 16 ymm
   static constexpr int kPrefillLanes = 1;          // lane sums per prefill pass
   static constexpr int kDecodeLanes = 8;           // decode: 8 lane sums per pass
   static F zero() { return _mm256_setzero_ps(); }
@@ -179,7 +182,8 @@ struct Bf16Avx2 {
     return {_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u)))),
             _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))};
   }
-  static F step(F acc, const W& w, const uint8_t* x) {
+  static X load_x(const uint8_t* x) { return x; }
+  static F step(F acc, const W& w, X x) {
     const float* xf = reinterpret_cast<const float*>(x);
     acc = _mm256_fmadd_ps(w.odd, _mm256_broadcast_ss(xf + 1), acc);
     return _mm256_fmadd_ps(w.even, _mm256_broadcast_ss(xf), acc);

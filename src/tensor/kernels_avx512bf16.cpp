@@ -23,16 +23,19 @@ struct Bf16Avx512 {
   using F = __m512;
   using W = __m512bh;                              // [16 rows][2] BF16: one word per row
   static constexpr int kRows = 16, kPairBytes = 4;  // activation pairs as two BF16 values
-  static constexpr int kTokens = 16;                // prefill tile: 16 accumulators, x broadcast from memory
+  using X = __m512bh;                               // one activation pair broadcast to 16 lanes
+  static constexpr int kPanels = 4;                 // prefill tile: 4 panels x 6 tokens = 24 accumulators,
+  static constexpr int kTokens = 6;                 //   10 loads a step for 24 dot products
   static constexpr int kPrefillLanes = 1;           // lane sums per prefill pass
-  static constexpr int kDecodeLanes = 16;           // decode: all 16 lane sums of a set in registers
+  static constexpr int kDecodeLanes = 4;            // decode, a single panel: 4 lane chains a pass
   static F zero() { return _mm512_setzero_ps(); }
   static W load_w(const uint32_t* p) { return W(_mm512_loadu_si512(p)); }
-  static F step(F acc, W w, const uint8_t* x) {
+  static X load_x(const uint8_t* x) {
     int32_t pair;
     std::memcpy(&pair, x, 4);
-    return _mm512_dpbf16_ps(acc, w, W(_mm512_set1_epi32(pair)));
+    return X(_mm512_set1_epi32(pair));
   }
+  static F step(F acc, W w, X x) { return _mm512_dpbf16_ps(acc, w, x); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static void store(float* p, F v) { _mm512_store_ps(p, v); }
   static void store_y(float* y, int n, F v) {

@@ -16,13 +16,14 @@
 // columns past 2G*C in float64. Each lane is one fixed chain, so the result does not
 // depend on the ISA, the panel height, the token tile, the batch or the thread split.
 //
-// Layout: a panel's weights are [G*C pairs][P rows] 32-bit words; word (p, i) holds row i's
-// columns 2p (low half) and 2p+1, the pair VDPBF16PS multiplies in one lane. One load
-// gives pair p of P rows, so the lane sums l_j of P rows are one vector (rows in lanes)
-// and the tree is vertical adds. The driver permutes each activation row so that lane j's
-// pairs are contiguous: pair (j, c) at index j*C + c (V::kPairBytes each: the two BF16
-// values, or both widened to f32 for AVX2), then the tail columns as BF16; a panel's
-// tail columns follow its pairs, [tail][P] BF16.
+// Layout: lane j's column pairs are contiguous, pair (j, c) at index q = j*C + c, in a
+// panel's weights ([G*C pairs][P rows] 32-bit words; word (q, i) holds row i's columns 2p
+// (low half) and 2p+1 of pair p = G*c + j, the pair VDPBF16PS multiplies in one lane) and
+// in each activation row the driver permutes (V::kPairBytes a pair: the two BF16 values, or
+// both widened to f32 for AVX2), then the tail columns as BF16. One load gives a pair of P
+// rows, so the lane sums l_j of P rows are one vector (rows in lanes) and the tree is
+// vertical adds; a pass over one lane reads its weights in order. A panel's tail columns
+// follow its pairs, [tail][P] BF16.
 #pragma once
 #include <immintrin.h>
 
@@ -37,28 +38,37 @@ namespace {
 
 constexpr int kBf16FewTokens = 4;  // below this many tokens: per-token passes over all lanes (decode)
 
-// Lane sums l_j, j in [j0, j0 + JB), of one panel for T tokens: lanes[(j0 + jj) * T + t].
-// JB lanes x T tokens accumulators in registers; each weight load serves T tokens. Kept
-// out of line so that the AVX2 traits' MXCSR switch (around the call) orders with it.
-template <class V, int JB, int T>
-__attribute__((noinline)) void bf16_pass(const uint32_t* panel, const Bf16Order& o, int j0,
+// Lane sums l_j, j in [j0, j0 + JB), of R consecutive panels (panel_words apart) for T
+// tokens: lanes[((r * G) + j0 + jj) * T + t]. R x JB x T accumulators in registers; each
+// weight load serves T tokens and each activation load R panels. Kept out of line so that
+// the AVX2 traits' MXCSR switch (around the call) orders with it.
+template <class V, int R, int JB, int T>
+__attribute__((noinline)) void bf16_pass(const uint32_t* panel, int64_t panel_words, const Bf16Order& o, int j0,
                                          const uint8_t* const* xt, typename V::F* lanes) {
   constexpr int P = V::kRows;
-  typename V::F acc[JB][T];  // [JB lanes][T tokens], rows in vector lanes
-  for (int jj = 0; jj < JB; ++jj)
-    for (int t = 0; t < T; ++t) acc[jj][t] = V::zero();
-  for (int64_t c = 0; c < o.chunks; ++c) {
-    const uint32_t* line = panel + (o.lanes * c + j0) * P;
+  typename V::F acc[R][JB][T];  // [R panels][JB lanes][T tokens], rows in vector lanes
+  for (int r = 0; r < R; ++r)
+    for (int jj = 0; jj < JB; ++jj)
+      for (int t = 0; t < T; ++t) acc[r][jj][t] = V::zero();
+  const int64_t n_chunks = o.chunks;  // a local: vector stores may alias o (__m256 is may_alias)
+  for (int64_t c = 0; c < n_chunks; ++c) {
 #pragma GCC unroll 16
     for (int jj = 0; jj < JB; ++jj) {
-      const typename V::W w = V::load_w(line + jj * P);
-      const int64_t q = (j0 + jj) * o.chunks + c;  // the pair's index in a permuted activation row
+      const int64_t q = (j0 + jj) * n_chunks + c;  // the pair's index in a panel and an activation row
+      typename V::W w[R];                          // pair q of each panel's P rows
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) w[r] = V::load_w(panel + r * panel_words + q * P);
 #pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) acc[jj][t] = V::step(acc[jj][t], w, xt[t] + q * V::kPairBytes);
+      for (int t = 0; t < T; ++t) {
+        const typename V::X x = V::load_x(xt[t] + q * V::kPairBytes);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[r][jj][t] = V::step(acc[r][jj][t], w[r], x);
+      }
     }
   }
-  for (int jj = 0; jj < JB; ++jj)
-    for (int t = 0; t < T; ++t) lanes[(j0 + jj) * T + t] = acc[jj][t];
+  for (int r = 0; r < R; ++r)
+    for (int jj = 0; jj < JB; ++jj)
+      for (int t = 0; t < T; ++t) lanes[(r * o.lanes + j0 + jj) * T + t] = acc[r][jj][t];
 }
 
 // tree(l[0], l[s], ..., l[15 s]) lane by lane.
@@ -98,36 +108,41 @@ void bf16_finish(const typename V::F* lanes, int s, const Bf16Order& o, const bf
   V::store_y(y, n_rows, r);
 }
 
-// One panel (rows p0 .. p0 + n_rows) for T tokens from t0, JB lanes per pass.
-template <class V, int JB, int T>
-void bf16_panel_tokens(const uint32_t* panel, const Bf16Order& o, const MatmulArgs& a, int64_t t0, int64_t p0,
-                       int n_rows) {
-  alignas(64) typename V::F lanes[32 * T];  // [G lanes][T tokens] lane sums
-  const uint8_t* xt[T];                     // [T] permuted activation rows
+// R panels (rows p0 .. p0 + R*P, the last one n_rows tall) for T tokens from t0, JB lanes
+// per pass.
+template <class V, int R, int JB, int T>
+void bf16_panel_tokens(const uint32_t* panel, int64_t panel_words, const Bf16Order& o, const MatmulArgs& a,
+                       int64_t t0, int64_t p0, int n_rows) {
+  constexpr int P = V::kRows;
+  alignas(64) typename V::F lanes[R * 32 * T];  // [R panels][G lanes][T tokens] lane sums
+  const uint8_t* xt[T];                         // [T] permuted activation rows
   for (int t = 0; t < T; ++t) xt[t] = a.x + size_t(t0 + t) * a.x_stride;
   const unsigned csr = V::enter();
-  for (int j0 = 0; j0 < o.lanes; j0 += JB) bf16_pass<V, JB, T>(panel, o, j0, xt, lanes);
+  for (int j0 = 0; j0 < o.lanes; j0 += JB) bf16_pass<V, R, JB, T>(panel, panel_words, o, j0, xt, lanes);
   V::leave(csr);
-  const auto* wtail = reinterpret_cast<const bf16_bits*>(panel + o.lanes * o.chunks * V::kRows);
-  for (int t = 0; t < T; ++t) bf16_finish<V>(lanes + t, T, o, wtail, a, t0 + t, p0, n_rows);
+  for (int r = 0; r < R; ++r) {
+    const auto* wtail = reinterpret_cast<const bf16_bits*>(panel + r * panel_words + o.lanes * o.chunks * P);
+    for (int t = 0; t < T; ++t)
+      bf16_finish<V>(lanes + r * o.lanes * T + t, T, o, wtail, a, t0 + t, p0 + r * P, r == R - 1 ? n_rows : P);
+  }
 }
 
-// Tokens [t0, t1) of one panel: per token for few (the panel stays in L1/L2 between
-// them), else in register tiles of V::kTokens and smaller ones for the rest.
-template <class V>
-void bf16_panel(const uint32_t* panel, const Bf16Order& o, const MatmulArgs& a, int64_t t0, int64_t t1,
-                int64_t p0, int n_rows) {
-  constexpr int kT = V::kTokens;
+// Tokens [t0, t1) of R panels in register tiles of V::kTokens, then 4, 2, 1 tokens. Few
+// tokens (decode, memory-bound) go one by one; a single panel then takes
+// V::kDecodeLanes lanes a pass, so that as many chains read as many sequential streams.
+template <class V, int R>
+void bf16_panels(const uint32_t* panel, int64_t panel_words, const Bf16Order& o, const MatmulArgs& a, int64_t t0,
+                 int64_t t1, int64_t p0, int n_rows) {
+  constexpr int kT = V::kTokens, JB = V::kPrefillLanes;
   int64_t t = t0;
   if (t1 - t0 < kBf16FewTokens) {
-    for (; t < t1; ++t) bf16_panel_tokens<V, V::kDecodeLanes, 1>(panel, o, a, t, p0, n_rows);
+    for (; t < t1; ++t) bf16_panel_tokens<V, R, R == 1 ? V::kDecodeLanes : JB, 1>(panel, panel_words, o, a, t, p0, n_rows);
     return;
   }
-  constexpr int JB = V::kPrefillLanes;
-  for (; t + kT <= t1; t += kT) bf16_panel_tokens<V, JB, kT>(panel, o, a, t, p0, n_rows);
-  if (t + kT / 2 <= t1) bf16_panel_tokens<V, JB, kT / 2>(panel, o, a, t, p0, n_rows), t += kT / 2;
-  if (t + kT / 4 <= t1) bf16_panel_tokens<V, JB, kT / 4>(panel, o, a, t, p0, n_rows), t += kT / 4;
-  for (; t < t1; ++t) bf16_panel_tokens<V, V::kDecodeLanes, 1>(panel, o, a, t, p0, n_rows);
+  for (; t + kT <= t1; t += kT) bf16_panel_tokens<V, R, JB, kT>(panel, panel_words, o, a, t, p0, n_rows);
+  if (kT > 4 && t + 4 <= t1) bf16_panel_tokens<V, R, JB, 4>(panel, panel_words, o, a, t, p0, n_rows), t += 4;
+  if (t + 2 <= t1) bf16_panel_tokens<V, R, JB, 2>(panel, panel_words, o, a, t, p0, n_rows), t += 2;
+  if (t < t1) bf16_panel_tokens<V, R, JB, 1>(panel, panel_words, o, a, t, p0, n_rows);
 }
 
 // Panel p of the matrix (rows p*P ..) in the layout above; rows past the end are zeros.
@@ -138,10 +153,10 @@ void pack_bf16_panel(const MatmulArgs& a, const Bf16Order& o, int64_t p, uint32_
   for (int i = 0; i < P; ++i) {
     const int64_t row = p * P + i;
     const uint8_t* src = row < a.y_stride ? a.w + size_t(row) * a.w_stride : nullptr;
-    for (int64_t q = 0; q < pairs; ++q) {
+    for (int64_t q = 0; q < pairs; ++q) {  // pair q = G*c + j of the row goes to j*C + c
       uint32_t v = 0;
       if (src) std::memcpy(&v, src + 4 * q, 4);
-      out[q * P + i] = v;
+      out[((q % o.lanes) * o.chunks + q / o.lanes) * P + i] = v;
     }
     for (int64_t k = 0; k < o.tail; ++k)
       tail[k * P + i] = src ? reinterpret_cast<const bf16_bits*>(src)[2 * pairs + k] : bf16_bits(0);
@@ -155,14 +170,19 @@ void bf16_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int P = V::kRows;
   const Bf16Order o = bf16_order(a.y_stride, a.cols);
   const int64_t panel_words = bf16_panel_words(o, P);
-  uint32_t* scratch = a.packed ? nullptr : new uint32_t[size_t(panel_words)];  // one panel, pack_bf16_panel
+  constexpr int R = V::kPanels;
+  uint32_t* scratch = a.packed ? nullptr : new uint32_t[size_t(R * panel_words)];  // R panels, pack_bf16_panel
   for_each_token_tile(a, [&](int64_t t0, int64_t t1) {
-    for (int64_t p0 = r0; p0 < r1; p0 += P) {
-      const int n_rows = int(r1 - p0 < P ? r1 - p0 : P);
+    for (int64_t p0 = r0; p0 < r1;) {
+      const int group = (r1 - p0) / P >= R ? R : 1;  // R whole panels, else one (maybe partial)
+      const int n_rows = int(r1 - p0 < group * P ? r1 - p0 - (group - 1) * P : P);
       const uint32_t* panel = scratch;
       if (a.packed) panel = reinterpret_cast<const uint32_t*>(a.packed) + (p0 / P) * panel_words;
-      else pack_bf16_panel<P>(a, o, p0 / P, scratch);
-      bf16_panel<V>(panel, o, a, t0, t1, p0, n_rows);
+      else
+        for (int g = 0; g < group; ++g) pack_bf16_panel<P>(a, o, p0 / P + g, scratch + g * panel_words);
+      if (group == R) bf16_panels<V, R>(panel, panel_words, o, a, t0, t1, p0, n_rows);
+      else bf16_panels<V, 1>(panel, panel_words, o, a, t0, t1, p0, n_rows);
+      p0 += group * P;
     }
   });
   delete[] scratch;

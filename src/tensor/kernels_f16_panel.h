@@ -23,7 +23,7 @@ namespace ws::detail {
 namespace {
 
 constexpr int64_t kF16Chunk = 256;  // columns per chunk: accumulators go back to y between chunks
-constexpr int kF16Tokens = 8;       // batch: 8 tokens, 8 independent accumulator chains
+constexpr int kF16Tokens = 8;       // batch: 8 tokens (x V::kF16BatchPanels panels) of independent chains
 constexpr int kF16Panels = 4;       // few tokens: 4 panels side by side, for the same reason
 
 // Columns [k, k + 16) of 8 rows (src[i]: row i's column k) into [16][P] f16 at out, rows
@@ -133,7 +133,7 @@ void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t t0, in
       }
     }
     int64_t t = t0;
-    if (G == 1)
+    if constexpr (G <= V::kF16BatchPanels)
       for (; t + kF16Tokens <= t1; t += kF16Tokens) f16_block<V, G, kF16Tokens>(w, kc, a, k0, t, r0, n_last);
     for (; t < t1; ++t) f16_block<V, G, 1>(w, kc, a, k0, t, r0, n_last);
   }
@@ -149,7 +149,10 @@ void f16_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
     for (; r + kF16Panels * P <= r1; r += kF16Panels * P)
       f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, 0, a.n_tokens, scratch);
   for_each_token_tile(a, [&](int64_t t0, int64_t t1) {
-    for (int64_t p = r; p < r1; p += P) f16_panel_group<V, 1>(a, p, r1 < p + P ? r1 : p + P, t0, t1, scratch);
+    constexpr int G = V::kF16BatchPanels;
+    int64_t p = r;
+    for (; p + G * P <= r1; p += G * P) f16_panel_group<V, G>(a, p, p + G * P, t0, t1, scratch);
+    for (; p < r1; p += P) f16_panel_group<V, 1>(a, p, r1 < p + P ? r1 : p + P, t0, t1, scratch);
   });
 }
 

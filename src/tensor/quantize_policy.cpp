@@ -193,7 +193,8 @@ bool tensor_allows_quantization(const TensorDesc& t) {
 }
 
 std::vector<TensorPlan> plan_tensor_types(const std::vector<TensorDesc>& tensors,
-                                          const QuantTarget& target, const ModelFacts& facts) {
+                                          const QuantTarget& target, const ModelFacts& facts,
+                                          const TypeOverrides& overrides) {
   State qs;
   for (const auto& t : tensors) {
     const Category c = category_of(t.name);
@@ -207,11 +208,19 @@ std::vector<TensorPlan> plan_tensor_types(const std::vector<TensorDesc>& tensors
       plans.push_back({t.type, false, ""});
       continue;
     }
+    const Category c = category_of(t.name);
+    const bool head = c == Category::output || (qs.tied && c == Category::token_embd);
+    const std::optional<DType> forced =
+        head ? overrides.output : c == Category::token_embd ? overrides.token_embd : std::nullopt;
+    if (forced) {
+      plans.push_back(fallback(t, *forced));
+      continue;
+    }
     if (!is_quantized(target.default_type)) {
       plans.push_back({target.default_type, false, ""});
       continue;
     }
-    const DType want = mix_type(qs, t, category_of(t.name), target, facts, target.default_type);
+    const DType want = mix_type(qs, t, c, target, facts, target.default_type);
     plans.push_back(fallback(t, want));
   }
   return plans;

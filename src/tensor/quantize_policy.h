@@ -61,10 +61,19 @@ struct TensorPlan {
 // then by block number, each group sorted by name. Returns indices into `names`.
 std::vector<size_t> llama_tensor_order(const std::vector<std::string>& names);
 
+// llama-quantize's --token-embedding-type and --output-tensor-type: the types of
+// token_embd.weight and of the LM head (output.weight, or token_embd.weight when tied),
+// in place of the mix's choice. Mixed files (a BF16 embedding with Q4_K layers, ...).
+struct TypeOverrides {
+  std::optional<DType> token_embd;
+  std::optional<DType> output;
+};
+
 // Per-tensor output types. `tensors` must already be in llama_tensor_order: the
 // layer-dependent rules (use_more_bits) count attn_v / ffn_down tensors as they come.
 std::vector<TensorPlan> plan_tensor_types(const std::vector<TensorDesc>& tensors,
-                                          const QuantTarget& target, const ModelFacts& facts);
+                                          const QuantTarget& target, const ModelFacts& facts,
+                                          const TypeOverrides& overrides = {});
 
 // llama.cpp's rule for which tensors may change type at all.
 bool tensor_allows_quantization(const TensorDesc& t);
