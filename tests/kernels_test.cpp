@@ -191,7 +191,7 @@ TEST(Matmul, QuantizedTypesBitIdenticalAcrossPaths) {
   const Case cases[] = {{DType::q8_0, 32 * 41}, {DType::q4_0, 32 * 41}, {DType::q4_k, 256 * 5},
                         {DType::q5_k, 256 * 5}, {DType::q6_k, 256 * 5}, {DType::f16, 300}};
   for (const Case& c : cases) {
-    for (int64_t rows : {int64_t(5), int64_t(37), int64_t(70)}) {
+    for (int64_t rows : {int64_t(5), int64_t(37), int64_t(70), int64_t(150)}) {  // 150: 8-panel decode groups
       const Weights w = make_weights(c.type, rows, c.cols, 11);
       const Matrix packed = pack_for_cpu(w.m);
       EXPECT_EQ(c.type != DType::q4_0, bool(packed.packed)) << dtype_name(c.type);

@@ -97,6 +97,7 @@ struct V256 {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
   }
   static constexpr int kF16BatchPanels = 1;  // F16 batches: one panel x 8 tokens (16 ymm)
+  static constexpr int kF16DecodePanels = 4;  // F16 decode: 4 panels side by side (16 ymm)
   static F load_f16(const f16_bits* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

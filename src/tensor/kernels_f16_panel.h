@@ -24,7 +24,6 @@ namespace {
 
 constexpr int64_t kF16Chunk = 256;  // columns per chunk: accumulators go back to y between chunks
 constexpr int kF16Tokens = 8;       // batch: 8 tokens (x V::kF16BatchPanels panels) of independent chains
-constexpr int kF16Panels = 4;       // few tokens: 4 panels side by side, for the same reason
 
 // Columns [k, k + 16) of 8 rows (src[i]: row i's column k) into [16][P] f16 at out, rows
 // at out[0..7] of each column: an 8x8 16-bit transpose on both 128-bit lanes at once
@@ -143,15 +142,15 @@ void f16_panel_group(const MatmulArgs& a, int64_t r0, int64_t r1, int64_t t0, in
 template <class V>
 void f16_rows_range(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int P = V::kRows;
-  alignas(64) f16_bits scratch[kF16Panels * kF16Chunk * P];  // per-call packing, see pack_f16
+  constexpr int G = V::kF16DecodePanels;  // few tokens: G panels side by side, G accumulator chains
+  alignas(64) f16_bits scratch[G * kF16Chunk * P];  // per-call packing, see pack_f16
   int64_t r = r0;
   if (a.n_tokens < kF16Tokens)
-    for (; r + kF16Panels * P <= r1; r += kF16Panels * P)
-      f16_panel_group<V, kF16Panels>(a, r, r + kF16Panels * P, 0, a.n_tokens, scratch);
+    for (; r + G * P <= r1; r += G * P) f16_panel_group<V, G>(a, r, r + G * P, 0, a.n_tokens, scratch);
   for_each_token_tile(a, [&](int64_t t0, int64_t t1) {
-    constexpr int G = V::kF16BatchPanels;
+    constexpr int B = V::kF16BatchPanels;
     int64_t p = r;
-    for (; p + G * P <= r1; p += G * P) f16_panel_group<V, G>(a, p, p + G * P, t0, t1, scratch);
+    for (; p + B * P <= r1; p += B * P) f16_panel_group<V, B>(a, p, p + B * P, t0, t1, scratch);
     for (; p < r1; p += P) f16_panel_group<V, 1>(a, p, r1 < p + P ? r1 : p + P, t0, t1, scratch);
   });
 }
