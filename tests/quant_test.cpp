@@ -125,6 +125,31 @@ std::string slurp(const fs::path& p) {
   return {b.begin(), b.end()};
 }
 
+// All logits of a model on tokens, evaluated in ubatches of `ubatch`: [n][n_vocab].
+std::vector<float> eval_logits(const ws::gguf::File& f, const std::vector<ws::Token>& tokens, int ubatch) {
+  const auto model = ws::load_model(f);
+  ws::MemoryOptions mem;
+  mem.n_ctx = int32_t(tokens.size());
+  ws::SeqState state = model->make_state(mem);
+  std::vector<float> logits;  // [n][n_vocab]
+  ws::ThreadPool pool(2);
+  ws::eval_tokens(*model, state, tokens, ubatch, ws::LogitsMode::all, logits, pool);
+  return logits;
+}
+
+struct LogitDiff {
+  double max_abs = 0, mean_abs = 0;
+};
+LogitDiff logit_diff(const std::vector<float>& got, const std::vector<float>& ref) {
+  LogitDiff d;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    d.max_abs = std::max(d.max_abs, double(std::fabs(got[i] - ref[i])));
+    d.mean_abs += std::fabs(got[i] - ref[i]);
+  }
+  d.mean_abs /= double(ref.size());
+  return d;
+}
+
 }  // namespace
 
 TEST(QuantFixtures, FixturesAreDiscovered) {
@@ -311,29 +336,15 @@ TEST(QuantizeCli, MixedEmbeddingAndHeadTypes) {
     EXPECT_GE(n_bf16, 1);
     std::vector<ws::Token> tokens;  // [32] ids
     for (int i = 0; i < 32; ++i) tokens.push_back((i * 7919 + 13) % 200 + 10);
-    auto logits_of = [&](const ws::gguf::File& f) {
-      const auto model = ws::load_model(f);
-      ws::MemoryOptions mem;
-      mem.n_ctx = int32_t(tokens.size());
-      ws::SeqState state = model->make_state(mem);
-      std::vector<float> logits;  // [n][n_vocab]
-      ws::ThreadPool pool(2);
-      ws::eval_tokens(*model, state, tokens, 8, ws::LogitsMode::all, logits, pool);
-      return logits;
-    };
-    const auto ref = logits_of(ws::gguf::File::open(fx.f16.string()));
-    const auto got = logits_of(mixed);
+    const auto ref = eval_logits(ws::gguf::File::open(fx.f16.string()), tokens, 8);
+    const auto got = eval_logits(mixed, tokens, 8);
     ASSERT_EQ(got.size(), ref.size());
-    double max_abs = 0, sum = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      max_abs = std::max(max_abs, double(std::fabs(got[i] - ref[i])));
-      sum += std::fabs(got[i] - ref[i]);
-    }
-    std::printf("  %s BF16 embedding/head + Q8_0 vs F16: max|dlogit| %.3g mean %.3g\n", fx.base.c_str(), max_abs,
-                sum / double(ref.size()));
+    const LogitDiff d = logit_diff(got, ref);
+    std::printf("  %s BF16 embedding/head + Q8_0 vs F16: max|dlogit| %.3g mean %.3g\n", fx.base.c_str(), d.max_abs,
+                d.mean_abs);
     // As MoeModelTypesSlicesAndLogits bounds a Q8_0 file against its F16 original.
-    EXPECT_LE(max_abs, 0.5);
-    EXPECT_LE(sum / double(ref.size()), 0.08);
+    EXPECT_LE(d.max_abs, 0.5);
+    EXPECT_LE(d.mean_abs, 0.08);
     ++compared;
   }
   EXPECT_GE(compared, 1);
@@ -494,17 +505,7 @@ TEST(QuantizeCli, MoeModelTypesSlicesAndLogits) {
   const int n_layer = int(f16.get_int("qwen3moe.block_count", 0));
   std::vector<ws::Token> tokens;  // [24] ids
   for (int i = 0; i < 24; ++i) tokens.push_back((i * 7919 + 13) % 7000 + 10);
-  auto logits_of = [&](const ws::gguf::File& f) {
-    const auto model = ws::load_model(f);
-    ws::MemoryOptions mem;
-    mem.n_ctx = int32_t(tokens.size());
-    ws::SeqState state = model->make_state(mem);
-    std::vector<float> logits;  // [n][n_vocab]
-    ws::ThreadPool pool(2);
-    ws::eval_tokens(*model, state, tokens, 5, ws::LogitsMode::all, logits, pool);
-    return logits;
-  };
-  const auto ref = logits_of(f16);
+  const auto ref = eval_logits(f16, tokens, 5);
   int n_wv = 0;
   for (const auto& t : f16.tensors()) n_wv += has(t.name, "attn_v.weight") || has(t.name, "attn_qkv.weight");
   for (const char* type : {"Q8_0", "Q4_K_M"}) {
@@ -543,14 +544,9 @@ TEST(QuantizeCli, MoeModelTypesSlicesAndLogits) {
     }
     EXPECT_GT(slices, 8 * 3 * n_layer);
     // golden_test.cpp's "quantized" tolerance, here against the F16 model.
-    const auto got = logits_of(q);
+    const auto got = eval_logits(q, tokens, 5);
     ASSERT_EQ(got.size(), ref.size());
-    double max_abs = 0, sum = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      max_abs = std::max(max_abs, double(std::fabs(got[i] - ref[i])));
-      sum += std::fabs(got[i] - ref[i]);
-    }
-    const double mean_abs = sum / double(ref.size());
+    const auto [max_abs, mean_abs] = logit_diff(got, ref);
     std::printf("  qwen3moe %s vs F16: max|dlogit| %.3g mean %.3g\n", type, max_abs, mean_abs);
     // golden_test.cpp's "quantized" tolerance (max 0.5, mean 0.05) bounds two engines on one
     // quantized file; here the file itself changes, and random weights are hard on formats:
