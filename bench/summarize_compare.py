@@ -13,27 +13,26 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 
-def cpu_model():
+def cpuinfo(field):
+    """The first /proc/cpuinfo line starting with field, after its colon ("" if none)."""
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor()
+    return ""
+
+
+def cpu_model():
+    return cpuinfo("model name") or platform.processor()
 
 
 def cpu_flags():
     """The SIMD flags that choose kernels, in both engines."""
     wanted = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_bf16")
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                have = set(line.split(":", 1)[1].split())
-                return " ".join(f for f in wanted if f in have)
-    except OSError:
-        pass
-    return "?"
+    have = set(cpuinfo("flags").split())
+    return " ".join(f for f in wanted if f in have) or "?"
 
 
 def main(path):

@@ -68,6 +68,11 @@ struct State {
   bool tied = true;  // no output.weight: token_embd doubles as the LM head
 };
 
+// The LM head: output.weight, or token_embd.weight when it doubles as the head.
+bool is_lm_head(const State& qs, Category cat) {
+  return cat == Category::output || (qs.tied && cat == Category::token_embd);
+}
+
 // A few layers (first and last eighth, and every third in between) get more bits.
 bool use_more_bits(int i_layer, int n_layers) {
   return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
@@ -78,7 +83,7 @@ DType mix_type(State& qs, const TensorDesc& t, Category cat, const QuantTarget& 
                const ModelFacts& m, DType new_type) {
   const FileType ft = target.ftype;
   const bool falcon = m.arch == "falcon";
-  if (cat == Category::output || (qs.tied && cat == Category::token_embd)) {
+  if (is_lm_head(qs, cat)) {
     const int64_t qk = traits(new_type).block_elems;
     if (falcon || t.ne[0] % qk != 0) return DType::q8_0;
     return new_type != DType::q8_0 ? DType::q6_k : new_type;
@@ -209,9 +214,9 @@ std::vector<TensorPlan> plan_tensor_types(const std::vector<TensorDesc>& tensors
       continue;
     }
     const Category c = category_of(t.name);
-    const bool head = c == Category::output || (qs.tied && c == Category::token_embd);
-    const std::optional<DType> forced =
-        head ? overrides.output : c == Category::token_embd ? overrides.token_embd : std::nullopt;
+    std::optional<DType> forced;  // --output-tensor-type / --token-embedding-type
+    if (is_lm_head(qs, c)) forced = overrides.output;
+    else if (c == Category::token_embd) forced = overrides.token_embd;
     if (forced) {
       plans.push_back(fallback(t, *forced));
       continue;
