@@ -134,12 +134,13 @@ TEST(AttnKernels, ExpAgreesWithExp) {
 // per-query kernels, whatever the group size, head dim, storage, visible range or sink.
 TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
   if (!attn_group_supported()) GTEST_SKIP() << "no AVX2";
-  for (int32_t hd : {16, 64, 80, 128, 256}) {
-    const int32_t n = 150;  // rows of positions 0 .. n - 1
+  // n: rows of positions 0 .. n - 1, within one block of the values pass and across several;
+  // nq: within one vector of query lanes and across two.
+  for (int32_t n : {150, 600}) for (int32_t hd : {16, 64, 80, 128, 256}) {
     const auto kf = random_vec(size_t(n * hd), 20), vf = random_vec(size_t(n * hd), 21);
     std::vector<uint16_t> kh(kf.size()), vh(vf.size());  // [n][hd] f16 copies
     for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_f16(kf[i]), vh[i] = f32_to_f16(vf[i]);
-    for (bool f16 : {false, true}) for (bool with_sink : {false, true}) for (int nq : {1, 5, 13, 16}) {
+    for (bool f16 : {false, true}) for (bool with_sink : {false, true}) for (int nq : {1, 5, 13, 16, 21, 32}) {
       const void* kd = f16 ? static_cast<const void*>(kh.data()) : kf.data();
       const void* vd = f16 ? static_cast<const void*>(vh.data()) : vf.data();
       const size_t row_bytes = size_t(hd) * (f16 ? 2 : 4);
@@ -151,11 +152,11 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
       for (int i = 0; i < nq; ++i) {
         qs.push_back(q.data() + size_t(i * hd));
         outs.push_back(out.data() + size_t(i * hd));
-        first.push_back(3 + 4 * i);
-        last.push_back(n - 1 - 5 * i);
+        first.push_back(3 + i);  // every query sees keys
+        last.push_back(n - 1 - 2 * i);
         sinks.push_back(i % 3 == 0 ? 9.f : 0.3f * float(i) - 1.f);
       }
-      const int32_t p0 = 0, m = 160;  // the rows handed over: positions [0, 160), rows past n null
+      const int32_t p0 = 0, m = (n + 16) & ~15;  // the rows handed over: positions [0, m), rows past n null
       std::vector<const void*> krows(m, nullptr), vrows(m, nullptr);
       for (int32_t j = 3; j < n; ++j) {  // positions before 3 are not read by anyone
         krows[size_t(j)] = static_cast<const uint8_t*>(kd) + size_t(j) * row_bytes;
@@ -167,7 +168,7 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
         const auto want = attend(q.data() + size_t(i * hd), kd, vd, f16, hd, first[size_t(i)], last[size_t(i)], {64},
                                  with_sink ? &sinks[size_t(i)] : nullptr, Isa::scalar);
         ASSERT_EQ(0, std::memcmp(want.data(), outs[size_t(i)], size_t(hd) * 4))
-            << "hd " << hd << " f16 " << f16 << " sink " << with_sink << " nq " << nq << " query " << i;
+            << "n " << n << " hd " << hd << " f16 " << f16 << " sink " << with_sink << " nq " << nq << " query " << i;
       }
     }
   }

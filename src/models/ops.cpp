@@ -181,7 +181,7 @@ void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, c
 
 namespace {
 
-constexpr int kGroupQueries = 16;    // queries per attn_group call
+constexpr int kGroupQueries = 32;    // queries per attn_group call (AVX-512 attends 32 per pass over the keys)
 constexpr int kGroupMinQueries = 4;  // below this many per kv head (decode), the per-query kernels
 
 // The key (or value) rows of kv head g in a span read from kv.
@@ -264,9 +264,10 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
   const int32_t group = p.n_head / kv.n_kv_heads();
   const int64_t per_head = n_tokens * group;  // queries per kv head
   if (attn_group_supported() && per_head >= kGroupMinQueries) {
-    // Jobs: chunks of up to kGroupQueries queries of one kv head, latest tokens (most keys)
-    // first. With fewer kv heads than threads the chunks shrink until every thread has one;
-    // a query's bits do not depend on the chunk it is computed in.
+    // Jobs: chunks of up to kGroupQueries queries of one kv head, head after head (so the
+    // threads share one head's K/V in the cache: at depth all heads' K/V do not fit), latest
+    // tokens (most keys) first. With fewer kv heads than threads the chunks shrink until
+    // every thread has one; a query's bits do not depend on the chunk it is computed in.
     const int64_t n_kv = kv.n_kv_heads();
     const int64_t want = (pool.size() + n_kv - 1) / n_kv;  // chunks per kv head
     const int64_t size = std::clamp<int64_t>((per_head + want - 1) / want, 1, kGroupQueries);
@@ -274,8 +275,8 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
     pool.parallel_for(chunks * n_kv, 1, [&](int64_t j0, int64_t j1) {
       std::vector<const void*> rows;  // [2][union keys] K/V row pointers
       for (int64_t job = j0; job < j1; ++job) {
-        const int64_t qi0 = (chunks - 1 - job / n_kv) * size;
-        attend_group(q, kv, int32_t(job % n_kv), qi0, int(std::min<int64_t>(size, per_head - qi0)), pos0, p, rows, out);
+        const int64_t qi0 = (chunks - 1 - job % chunks) * size;
+        attend_group(q, kv, int32_t(job / chunks), qi0, int(std::min<int64_t>(size, per_head - qi0)), pos0, p, rows, out);
       }
     });
     return;

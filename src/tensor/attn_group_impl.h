@@ -4,7 +4,8 @@
 // sequence of attn_kernels.h as vertical operations, the same bits whatever the width.
 // Internal to the including file.
 //
-// V provides: F, kLanes, zero(), set1(float), load(const float*), store(float*, F), add,
+// V provides: F, kLanes, kQueryVectors (vectors of queries a pass over the keys shares),
+// kValueDims (accumulators of the values pass), zero(), set1(float), load(const float*), store(float*, F), add,
 // sub, mul, fmadd(a, b, c) = a * b + c (fused), max, exp (expf_ggml per lane), and
 // visible(x, j, lo, hi): x in the lanes i with lo[i] <= j <= hi[i], -inf in the others.
 #pragma once
@@ -14,12 +15,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "tensor/attn_kernels.h"
 
 namespace ws::detail {
 namespace {
+
+constexpr int32_t kValueBlock = 256;  // keys per block of the values pass (a multiple of 16)
 
 // tree16 of F-valued leaves t(0) .. t(15): ((t0 + t8) + (t4 + t12)) + ((t2 + t10) + (t6 + t14)),
 // plus the same over the odd leaves: the pairs (i, i + 8), (i, i + 4), (i, i + 2), (0, 1).
@@ -41,137 +45,209 @@ inline const float* row_f32(const void* row, bool f16, int32_t d0, int32_t n, fl
   return tmp;
 }
 
-// part[c] of one key: the fma chain over d = c, c + 64, ... (S steps; S = 0: np / 64 at run time).
-template <class V, int S>
-inline typename V::F group_part(const float* qt, const float* kr, int c, int32_t np) {
+// Asks for the cache lines of a K/V row ahead of its use: the rows of one kv head are
+// spread a whole token's K/V apart (pages of all heads), a stride the hardware prefetcher
+// does not follow far enough to hide the memory latency at depth.
+inline void prefetch_row(const void* row, int32_t bytes) {
+  if (!row) return;
+  for (int32_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
+}
+
+// part[c] of one key for the Q query vectors: the fma chains over d = c, c + 64, ... (S
+// steps; S = 0: np / 64 at run time); qt: [hd][Q * L].
+template <class V, int S, int Q>
+inline void group_part(const float* qt, const float* kr, int c, int32_t np, typename V::F* p) {
   constexpr int L = V::kLanes;
-  auto p = V::zero();
+  for (int v = 0; v < Q; ++v) p[v] = V::zero();
   if constexpr (S > 0) {
 #pragma GCC unroll 4
-    for (int st = 0; st < S; ++st) p = V::fmadd(V::load(qt + size_t(c + 64 * st) * L), V::set1(kr[c + 64 * st]), p);
+    for (int st = 0; st < S; ++st) {
+      const auto k = V::set1(kr[c + 64 * st]);
+      for (int v = 0; v < Q; ++v) p[v] = V::fmadd(V::load(qt + (size_t(c + 64 * st) * Q + v) * L), k, p[v]);
+    }
   } else {
-    for (int32_t d = c; d < np; d += 64) p = V::fmadd(V::load(qt + size_t(d) * L), V::set1(kr[d]), p);
+    for (int32_t d = c; d < np; d += 64) {
+      const auto k = V::set1(kr[d]);
+      for (int v = 0; v < Q; ++v) p[v] = V::fmadd(V::load(qt + (size_t(d) * Q + v) * L), k, p[v]);
+    }
   }
-  return p;
 }
 
-// The scores of one key (row kr, f32) for the L query lanes of qt [hd][L], S as above.
-template <class V, int S>
-inline typename V::F group_dot(const float* qt, const float* kr, int32_t hd) {
-  constexpr int L = V::kLanes;
-  const int32_t np = hd & ~63;
-  auto s = V::zero();
-  if (np > 0) {
-    auto leaf = [&](int c) {  // (part[c] + part[c + 32]) + (part[c + 16] + part[c + 48])
-      return V::add(V::add(group_part<V, S>(qt, kr, c, np), group_part<V, S>(qt, kr, c + 32, np)),
-                    V::add(group_part<V, S>(qt, kr, c + 16, np), group_part<V, S>(qt, kr, c + 48, np)));
-    };
-    s = tree16<V>(leaf);
-  }
-  for (int32_t d = np; d < hd; ++d) s = V::fmadd(V::load(qt + size_t(d) * L), V::set1(kr[d]), s);
-  return s;
-}
-
-// Scores of all rows for the lanes, -inf where a lane does not see the key (and at the
-// positions with no row); returns their max per lane, starting from m.
-template <class V, int S>
-typename V::F group_scores(const float* qt, const void* const* k_rows, bool f16, int32_t n, int32_t hd, float scale,
-                           const int32_t* lo, const int32_t* hi, float* kr, float* s, typename V::F m) {
-  constexpr int L = V::kLanes;
-  for (int32_t j = 0; j < n; ++j) {
-    auto x = V::set1(-INFINITY);
-    if (k_rows[j]) x = V::visible(V::mul(group_dot<V, S>(qt, row_f32(k_rows[j], f16, 0, hd, kr), hd), V::set1(scale)), j, lo, hi);
-    V::store(s + size_t(j) * L, x);
-    m = V::max(m, x);
-  }
-  return m;
-}
-
-// out[d][lane] += tree16 over l of (fma over the keys j = l mod 16 of p[j] v_j[d]) for the
-// DC dims [d0, d0 + DC): the 16 lane sums of each dim wait in a[16][DC].
-template <class V, int DC>
-void group_values(const float* p, const void* const* v_rows, bool f16, int32_t n, int32_t d0, float* out) {
+// The scores of one key (row kr, f32) for the Q * L query lanes of qt, S as above: s[Q].
+template <class V, int S, int Q>
+inline void group_dot(const float* qt, const float* kr, int32_t hd, typename V::F* s) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  F a[16][DC];
-  float tmp[DC];  // [DC] f32 converted dims of an f16 row
-  for (int l = 0; l < 16; ++l) {
-    F acc[DC];
-#pragma GCC unroll 8
-    for (int dd = 0; dd < DC; ++dd) acc[dd] = V::zero();
-    for (int32_t j = l; j < n; j += 16) {
-      if (!v_rows[j]) continue;  // a position of the block outside the keys read (all lanes p = 0)
-      const F pj = V::load(p + size_t(j) * L);
-      const float* v = row_f32(v_rows[j], f16, d0, DC, tmp);
-#pragma GCC unroll 8
-      for (int dd = 0; dd < DC; ++dd) acc[dd] = V::fmadd(pj, V::set1(v[dd]), acc[dd]);
+  const int32_t np = hd & ~63;
+  for (int v = 0; v < Q; ++v) s[v] = V::zero();
+  if (np > 0) {
+    // All 16 t[c] first, then the tree: independent chains for the out-of-order core (making
+    // each t when the tree reaches it keeps fewer registers alive but ran 15% slower).
+    F t[16][Q];  // (part[c] + part[c + 32]) + (part[c + 16] + part[c + 48])
+#pragma GCC unroll 16
+    for (int c = 0; c < 16; ++c) {
+      F a[Q], b[Q], e[Q], f[Q];
+      group_part<V, S, Q>(qt, kr, c, np, a);
+      group_part<V, S, Q>(qt, kr, c + 32, np, b);
+      group_part<V, S, Q>(qt, kr, c + 16, np, e);
+      group_part<V, S, Q>(qt, kr, c + 48, np, f);
+      for (int v = 0; v < Q; ++v) t[c][v] = V::add(V::add(a[v], b[v]), V::add(e[v], f[v]));
     }
-#pragma GCC unroll 8
-    for (int dd = 0; dd < DC; ++dd) a[l][dd] = acc[dd];
+    for (int v = 0; v < Q; ++v) s[v] = tree16<V>([&](int c) { return t[c][v]; });
   }
-#pragma GCC unroll 8
-  for (int dd = 0; dd < DC; ++dd) V::store(out + size_t(d0 + dd) * L, tree16<V>([&](int l) { return a[l][dd]; }));
+  for (int32_t d = np; d < hd; ++d) {
+    const auto k = V::set1(kr[d]);
+    for (int v = 0; v < Q; ++v) s[v] = V::fmadd(V::load(qt + (size_t(d) * Q + v) * L), k, s[v]);
+  }
 }
 
-// attn_group for the queries [i0, i0 + L) of g (fewer at the end).
-template <class V>
+// Scores of all rows for the lanes (s: [n][Q * L]), -inf where a lane does not see the key
+// (and at the positions with no row); returns their max per lane, starting from m[Q].
+template <class V, int S, int Q>
+void group_scores(const float* qt, const void* const* k_rows, bool f16, int32_t n, int32_t hd, float scale,
+                  const int32_t* lo, const int32_t* hi, float* kr, float* s, typename V::F* m) {
+  constexpr int L = V::kLanes;
+  const auto sc = V::set1(scale);
+  constexpr int32_t kAhead = 8;  // keys
+  const int32_t row_bytes = hd * (f16 ? 2 : 4);
+  for (int32_t j = 0; j < n; ++j) {
+    if (j + kAhead < n) prefetch_row(k_rows[j + kAhead], row_bytes);
+    typename V::F x[Q];
+    if (k_rows[j]) {
+      group_dot<V, S, Q>(qt, row_f32(k_rows[j], f16, 0, hd, kr), hd, x);
+      for (int v = 0; v < Q; ++v) x[v] = V::visible(V::mul(x[v], sc), j, lo + v * L, hi + v * L);
+    } else {
+      for (int v = 0; v < Q; ++v) x[v] = V::set1(-INFINITY);
+    }
+    for (int v = 0; v < Q; ++v) {
+      V::store(s + (size_t(j) * Q + v) * L, x[v]);
+      m[v] = V::max(m[v], x[v]);
+    }
+  }
+}
+
+// The values of the keys [j0, j1) (j0 a multiple of 16) for the DC dims [d0, d0 + DC): the
+// lane sums a[l][d] (acc of attn_kernels.h, l = key mod 16; a: [16][hd][Q * L] f32) continue
+// their fma chains over these keys in order; p: [n][Q * L]. Called block after block, so
+// that a block's V rows and probabilities stay in L1 while all its dims are done.
+template <class V, int DC, int Q>
+void group_values(const float* p, const void* const* v_rows, bool f16, int32_t n, int32_t j0, int32_t j1,
+                  int32_t d0, int32_t hd, float* a) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  float tmp[DC];  // [DC] f32 converted dims of an f16 row
+  const int32_t row_bytes = hd * (f16 ? 2 : 4);
+  for (int l = 0; l < 16; ++l) {
+    float* al = a + (size_t(l) * size_t(hd) + size_t(d0)) * Q * L;
+    if (d0 == 0)  // the first pass over the block asks for the next block's rows
+      for (int32_t j = j1 + l; j < std::min(n, j1 + kValueBlock); j += 16) prefetch_row(v_rows[j], row_bytes);
+    F acc[DC][Q];
+#pragma GCC unroll 16
+    for (int dd = 0; dd < DC; ++dd)
+      for (int v = 0; v < Q; ++v) acc[dd][v] = V::load(al + (size_t(dd) * Q + v) * L);
+    for (int32_t j = j0 + l; j < j1; j += 16) {
+      if (!v_rows[j]) continue;  // a position of the block outside the keys read (all lanes p = 0)
+      F pj[Q];
+      for (int v = 0; v < Q; ++v) pj[v] = V::load(p + (size_t(j) * Q + v) * L);
+      const float* vr = row_f32(v_rows[j], f16, d0, DC, tmp);
+#pragma GCC unroll 16
+      for (int dd = 0; dd < DC; ++dd) {
+        const auto x = V::set1(vr[dd]);
+        for (int v = 0; v < Q; ++v) acc[dd][v] = V::fmadd(pj[v], x, acc[dd][v]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int dd = 0; dd < DC; ++dd)
+      for (int v = 0; v < Q; ++v) V::store(al + (size_t(dd) * Q + v) * L, acc[dd][v]);
+  }
+}
+
+// Uninitialised scratch (every element is written before it is read).
+inline std::unique_ptr<float[]> scratch(size_t n) { return std::unique_ptr<float[]>(new float[n]); }
+
+// attn_group for the queries [i0, i0 + Q * L) of g (fewer at the end), Q vectors of L lanes.
+template <class V, int Q>
 void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const void* const* v_rows, int32_t n,
                  bool f16, int32_t hd, float scale) {
   using F = typename V::F;
-  constexpr int L = V::kLanes;
-  const int nq = std::min(L, g.nq - i0);
-  std::vector<float> qt(size_t(hd) * L, 0.f), s(size_t(n) * L), out(size_t(hd) * L), kr(size_t(hd), 0.f);  // [hd][L], [n][L], [hd][L], [hd]
-  alignas(64) int32_t lo[L], hi[L];
-  alignas(64) float sink[L];
-  for (int i = 0; i < L; ++i) {
+  constexpr int L = V::kLanes, W = Q * L;  // W: queries side by side
+  const int nq = std::min(W, g.nq - i0);
+  std::vector<float> qt(size_t(hd) * W, 0.f), kr(size_t(hd), 0.f);  // [hd][W] queries, [hd] a converted key
+  const auto s = scratch(size_t(n) * W);                             // [n][W] scores, then probabilities
+  alignas(64) int32_t lo[W], hi[W];
+  alignas(64) float sink[W];
+  for (int i = 0; i < W; ++i) {
     const bool used = i < nq;
     lo[i] = used ? g.first[i0 + i] - g.p0 : 1;  // unused lanes see no key
     hi[i] = used ? g.last[i0 + i] - g.p0 : 0;
     sink[i] = used && g.sinks ? g.sinks[i0 + i] : -INFINITY;
-    for (int32_t d = 0; used && d < hd; ++d) qt[size_t(d) * L + size_t(i)] = g.q[i0 + i][d];
+    for (int32_t d = 0; used && d < hd; ++d) qt[size_t(d) * W + size_t(i)] = g.q[i0 + i][d];
   }
   // Scores, -inf where a lane does not see the key (and at the block positions with no row).
-  F m = V::load(sink);
+  F m[Q];
+  for (int v = 0; v < Q; ++v) m[v] = V::load(sink + v * L);
   switch (hd / 64) {
-    case 1: m = group_scores<V, 1>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.data(), m); break;
-    case 2: m = group_scores<V, 2>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.data(), m); break;
-    case 4: m = group_scores<V, 4>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.data(), m); break;
-    default: m = group_scores<V, 0>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.data(), m); break;
+    case 1: group_scores<V, 1, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    case 2: group_scores<V, 2, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    case 4: group_scores<V, 4, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    default: group_scores<V, 0, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
   }
   // e = exp(x - m); sums of the 16-key blocks in double per lane; then the sink.
-  alignas(64) float lane_m[L], block[L], inv[L];
-  V::store(lane_m, m);
-  double sum[L] = {};
-  for (int32_t b = 0; b < n; b += 16) {
-    F e[16];
-    for (int k = 0; k < 16; ++k) {
-      e[k] = V::exp(V::sub(V::load(s.data() + size_t(b + k) * L), m));
-      V::store(s.data() + size_t(b + k) * L, e[k]);
+  alignas(64) float lane_m[W], block[L], inv[W];
+  for (int v = 0; v < Q; ++v) V::store(lane_m + v * L, m[v]);
+  double sum[W] = {};
+  for (int32_t b = 0; b < n; b += 16)
+    for (int v = 0; v < Q; ++v) {
+      F e[16];
+      for (int k = 0; k < 16; ++k) {
+        float* x = s.get() + (size_t(b + k) * Q + v) * L;
+        e[k] = V::exp(V::sub(V::load(x), m[v]));
+        V::store(x, e[k]);
+      }
+      V::store(block, tree16<V>([&](int k) { return e[k]; }));
+      for (int i = 0; i < L; ++i) sum[v * L + i] += double(block[i]);
     }
-    V::store(block, tree16<V>([&](int k) { return e[k]; }));
-    for (int i = 0; i < L; ++i) sum[i] += double(block[i]);
-  }
-  for (int i = 0; i < L; ++i) {
+  for (int i = 0; i < W; ++i) {
     if (g.sinks && i < nq) sum[i] += double(std::exp(sink[i] - lane_m[i]));
     inv[i] = float(1.0 / sum[i]);
   }
-  const F iv = V::load(inv);
-  for (int32_t j = 0; j < n; ++j) V::store(s.data() + size_t(j) * L, V::mul(V::load(s.data() + size_t(j) * L), iv));
-  // The values, 8 dims at a time, then the tail one by one.
-  int32_t d = 0;
-  for (; d + 8 <= hd; d += 8) group_values<V, 8>(s.data(), v_rows, f16, n, d, out.data());
-  for (; d < hd; ++d) group_values<V, 1>(s.data(), v_rows, f16, n, d, out.data());
-  for (int i = 0; i < nq; ++i)
-    for (int32_t dd = 0; dd < hd; ++dd) g.out[i0 + i][dd] = out[size_t(dd) * L + size_t(i)];
+  for (int32_t j = 0; j < n; ++j)
+    for (int v = 0; v < Q; ++v) {
+      float* x = s.get() + (size_t(j) * Q + v) * L;
+      V::store(x, V::mul(V::load(x), V::load(inv + v * L)));
+    }
+  // The values, kValueBlock keys at a time, DC dims a pass (the accumulators in registers,
+  // the other dims' lane sums in a, in L2), then the tree over the 16 lane sums of each dim.
+  constexpr int DC = V::kValueDims / Q;
+  const auto a = scratch(size_t(16) * size_t(hd) * W);  // [16][hd][W] f32 lane sums
+  std::fill(a.get(), a.get() + size_t(16) * size_t(hd) * W, 0.f);
+  for (int32_t j0 = 0; j0 < n; j0 += kValueBlock) {
+    const int32_t j1 = std::min(n, j0 + kValueBlock);
+    int32_t d = 0;
+    for (; d + DC <= hd; d += DC) group_values<V, DC, Q>(s.get(), v_rows, f16, n, j0, j1, d, hd, a.get());
+    for (; d < hd; ++d) group_values<V, 1, Q>(s.get(), v_rows, f16, n, j0, j1, d, hd, a.get());
+  }
+  for (int i = 0; i < nq; ++i) {
+    const int v = i / L, lane = i % L;
+    for (int32_t dd = 0; dd < hd; ++dd) {
+      alignas(64) float t[L];
+      V::store(t, tree16<V>([&](int l) { return V::load(a.get() + ((size_t(l) * size_t(hd) + size_t(dd)) * Q + v) * L); }));
+      g.out[i0 + i][dd] = t[lane];
+    }
+  }
 }
 
 }  // namespace
 
-// All queries of g, L lanes at a time.
+// All queries of g: V::kQueryVectors vectors of L lanes at a time, the last ones one vector
+// at a time.
 template <class V>
 void attn_group_impl(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
                      int32_t hd, float scale) {
-  for (int i0 = 0; i0 < g.nq; i0 += V::kLanes) group_lanes<V>(g, i0, k_rows, v_rows, n, f16, hd, scale);
+  constexpr int Q = V::kQueryVectors, L = V::kLanes;
+  int i0 = 0;
+  for (; i0 + (Q - 1) * L < g.nq; i0 += Q * L) group_lanes<V, Q>(g, i0, k_rows, v_rows, n, f16, hd, scale);
+  for (; i0 < g.nq; i0 += L) group_lanes<V, 1>(g, i0, k_rows, v_rows, n, f16, hd, scale);
 }
 
 }  // namespace ws::detail

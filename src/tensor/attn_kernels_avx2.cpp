@@ -111,6 +111,8 @@ void accumulate_impl(const float* p, const KvRows& v, int32_t hd, int32_t lane0,
 struct Avx2Lanes {
   using F = __m256;
   static constexpr int kLanes = 8;
+  static constexpr int kQueryVectors = 1;  // queries a pass over the keys shares: 8
+  static constexpr int kValueDims = 8;    // accumulators of the values pass (16 registers)
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }

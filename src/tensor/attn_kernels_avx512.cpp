@@ -20,6 +20,8 @@ namespace {
 struct Avx512Lanes {
   using F = __m512;
   static constexpr int kLanes = 16;
+  static constexpr int kQueryVectors = 2;  // queries a pass over the keys shares: 32
+  static constexpr int kValueDims = 16;    // accumulators of the values pass (32 registers)
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
