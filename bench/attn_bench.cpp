@@ -2,7 +2,7 @@
 // model layer calls it (the new tokens' K/V appended, then their queries attended).
 //
 //   attn_bench [--depth 680,2048] [--tokens 512] [--heads 15] [--kv-heads 5] [--head-dim 64]
-//              [--kv-type f16|f32] [--threads 1] [--cpu-time]
+//              [--kv-type f16|f32|q8_0|q4_0] [--threads 1] [--cpu-time]
 //
 // Prints the median and best GFLOP/s, counting 4 flops per (query, visible key, d): the q.k dot and the p.v sum.
 #include <time.h>
@@ -39,7 +39,8 @@ double cpu_seconds() {
 int main(int argc, char** argv) {
   std::vector<int64_t> depths = {680, 2048};
   int64_t tokens = 512, n_head = 15, n_kv = 5, hd = 64, threads = 1;
-  bool cpu_time = false, f32 = false;
+  bool cpu_time = false;
+  ws::KvType kv_type = ws::KvType::f16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
     else if (a == "--kv-heads" && has) n_kv = std::stoll(argv[++i]);
     else if (a == "--head-dim" && has) hd = std::stoll(argv[++i]);
     else if (a == "--threads" && has) threads = std::stoll(argv[++i]);
-    else if (a == "--kv-type" && has) f32 = std::string(argv[++i]) == "f32";
+    else if (a == "--kv-type" && has && ws::parse_kv_type(argv[i + 1])) kv_type = *ws::parse_kv_type(argv[++i]);
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> dist(0.f, 1.f);
   ws::ThreadPool pool{int(threads)};
   std::printf("attention: %lld heads, %lld kv heads, head_dim %lld, %s KV, %lld threads\n", (long long)n_head,
-              (long long)n_kv, (long long)hd, f32 ? "f32" : "f16", (long long)threads);
+              (long long)n_kv, (long long)hd, ws::kv_type_name(kv_type), (long long)threads);
   std::printf("%7s %7s %10s %10s %10s\n", "depth", "tokens", "ms/call", "GFLOP/s", "best");
   for (int64_t depth : depths) {
     const int64_t n = depth + tokens;
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
     std::vector<float> q(size_t(tokens * n_head * hd));  // [tokens][n_head][hd] f32
     for (auto& x : q) x = dist(rng);
     std::vector<float> out(q.size());  // [tokens][n_head][hd] f32
-    ws::FullKvState kv(int32_t(n_kv), int32_t(hd), f32 ? ws::KvType::f32 : ws::KvType::f16, 64);
+    ws::FullKvState kv(int32_t(n_kv), int32_t(hd), {kv_type, kv_type}, 64);
     kv.append(k.data(), v.data(), int32_t(n));
     const ws::ops::AttentionParams p{int32_t(n_head), 0.125f, 0, false};
     ws::ops::attention(q.data(), kv, tokens, int32_t(depth), p, out.data(), pool);  // warm-up

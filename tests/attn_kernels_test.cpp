@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/attn_kernels.h"
+#include "tensor/quant.h"
 #include "tensor/dtype.h"
 #include "tensor/kernels_impl.h"
 
@@ -138,12 +139,17 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
   // nq: within one vector of query lanes and across two.
   for (int32_t n : {150, 600}) for (int32_t hd : {16, 64, 80, 128, 256}) {
     const auto kf = random_vec(size_t(n * hd), 20), vf = random_vec(size_t(n * hd), 21);
-    std::vector<uint16_t> kh(kf.size()), vh(vf.size());  // [n][hd] f16 copies
-    for (size_t i = 0; i < kf.size(); ++i) kh[i] = f32_to_f16(kf[i]), vh[i] = f32_to_f16(vf[i]);
-    for (bool f16 : {false, true}) for (bool with_sink : {false, true}) for (int nq : {1, 5, 13, 16, 21, 32}) {
-      const void* kd = f16 ? static_cast<const void*>(kh.data()) : kf.data();
-      const void* vd = f16 ? static_cast<const void*>(vh.data()) : vf.data();
-      const size_t row_bytes = size_t(hd) * (f16 ? 2 : 4);
+    // K/V storage types, the same or not: the reference reads the widened f32 values.
+    const std::pair<DType, DType> pairs[] = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::q8_0, DType::q8_0},
+                                             {DType::q4_0, DType::q4_0}, {DType::q8_0, DType::f16}, {DType::f16, DType::q4_0}};
+    for (auto [kt, vt] : pairs) for (bool with_sink : {false, true}) for (int nq : {1, 5, 13, 16, 21, 32}) {
+      if ((kt == DType::q8_0 || kt == DType::q4_0 || vt == DType::q4_0) && hd % 32 != 0) continue;  // whole blocks only
+      std::vector<uint8_t> ks(row_bytes(kt, n * hd)), vs(row_bytes(vt, n * hd));  // [n] rows as stored
+      std::vector<float> kw(kf.size()), vw(vf.size());                          // [n][hd] their f32 values
+      quantize_row(kt, kf.data(), ks.data(), n * hd);
+      quantize_row(vt, vf.data(), vs.data(), n * hd);
+      dequantize_row(kt, ks.data(), kw.data(), n * hd);
+      dequantize_row(vt, vs.data(), vw.data(), n * hd);
       const auto q = random_vec(size_t(nq * hd), 22);  // [nq][hd]
       std::vector<const float*> qs;
       std::vector<float*> outs;
@@ -159,16 +165,17 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
       const int32_t p0 = 0, m = (n + 16) & ~15;  // the rows handed over: positions [0, m), rows past n null
       std::vector<const void*> krows(m, nullptr), vrows(m, nullptr);
       for (int32_t j = 3; j < n; ++j) {  // positions before 3 are not read by anyone
-        krows[size_t(j)] = static_cast<const uint8_t*>(kd) + size_t(j) * row_bytes;
-        vrows[size_t(j)] = static_cast<const uint8_t*>(vd) + size_t(j) * row_bytes;
+        krows[size_t(j)] = ks.data() + size_t(j) * row_bytes(kt, hd);
+        vrows[size_t(j)] = vs.data() + size_t(j) * row_bytes(vt, hd);
       }
       const AttnGroup g{nq, qs.data(), first.data(), last.data(), with_sink ? sinks.data() : nullptr, outs.data(), p0};
-      attn_group(g, krows.data(), vrows.data(), m, f16, hd, 0.125f);
+      attn_group(g, krows.data(), vrows.data(), m, kt, vt, hd, 0.125f);
       for (int i = 0; i < nq; ++i) {
-        const auto want = attend(q.data() + size_t(i * hd), kd, vd, f16, hd, first[size_t(i)], last[size_t(i)], {64},
-                                 with_sink ? &sinks[size_t(i)] : nullptr, Isa::scalar);
+        const auto want = attend(q.data() + size_t(i * hd), kw.data(), vw.data(), false, hd, first[size_t(i)],
+                                 last[size_t(i)], {64}, with_sink ? &sinks[size_t(i)] : nullptr, Isa::scalar);
         ASSERT_EQ(0, std::memcmp(want.data(), outs[size_t(i)], size_t(hd) * 4))
-            << "n " << n << " hd " << hd << " f16 " << f16 << " sink " << with_sink << " nq " << nq << " query " << i;
+            << "n " << n << " hd " << hd << " K " << dtype_name(kt) << " V " << dtype_name(vt) << " sink "
+            << with_sink << " nq " << nq << " query " << i;
       }
     }
   }

@@ -116,7 +116,7 @@ TEST(LlamaServerApi, NPredictIsTheDefaultReplyLength) {
 
 TEST(LlamaServerApi, FlagsAreTakenNotedOrRefusedByName) {
   // Accepted: multi-letter short names CLI11 alone would misread (-ctk as "-c tk").
-  ServerProcess ok({"-t", "1", "-np", "2", "-ub", "64", "-ctk", "f32", "-ctv", "f32", "-fa", "on", "-ngl", "99",
+  ServerProcess ok({"-t", "1", "-np", "2", "-ub", "64", "-ctk", "f32", "-ctv", "f16", "-fa", "on", "-ngl", "99",
                     "--jinja", "-cb", "--no-webui", "--embeddings", "-n", "4"});
   ASSERT_GT(ok.port(), 0) << ok.log();
   EXPECT_NE(ok.log().find("--flash-attn accepted, changes nothing"), std::string::npos) << ok.log();
@@ -125,7 +125,7 @@ TEST(LlamaServerApi, FlagsAreTakenNotedOrRefusedByName) {
   // Refused by name, with the reason, and the server does not start.
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"--lora", "x.gguf"}, "--lora is refused: LoRA"},
-      {{"-ctk", "q8_0"}, "quantized cache types are not supported"},
+      {{"-ctk", "q5_1"}, "q5_1 not in"},
       {{"-md", "draft.gguf"}, "--model-draft is refused: speculative"},
       {{"-hf", "org/repo"}, "--hf-repo is refused"},
       {{"--temp", "0.5"}, "set the field per request"},
@@ -141,6 +141,25 @@ TEST(LlamaServerApi, FlagsAreTakenNotedOrRefusedByName) {
     for (int i = 0; i < 50 && srv.alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_NE(srv.log().find(why), std::string::npos) << args[0] << ": " << srv.log();
   }
+  // Quantized cache types are taken (the model's head_dim 64 is whole q8_0/q4_0 blocks) ...
+  ServerProcess quantized({"-t", "1", "-ctk", "q8_0", "-ctv", "q4_0"});
+  ASSERT_GT(quantized.port(), 0) << quantized.log();
+  EXPECT_EQ(curl(quantized.port(), "/completion", R"({"prompt": "Hello", "n_predict": 3})").status, 200);
+  // ... and refused at start-up, saying why, for a head_dim that is not (the smallest lfm2
+  // fixture whose attention heads are not whole 32-element blocks).
+  fs::path odd_model;
+  for (const auto& e : fs::directory_iterator(kSharedDir / "fixtures" / "models")) {
+    if (e.path().extension() != ".gguf") continue;
+    const auto f = ws::gguf::File::open(e.path().string());
+    const int64_t heads = f.get_int("lfm2.attention.head_count", 0);
+    if (f.get_string("general.architecture") == "lfm2" && heads > 0 && f.get_int("lfm2.embedding_length", 0) / heads % 32)
+      odd_model = e.path();
+  }
+  if (odd_model.empty()) GTEST_SKIP() << "no lfm2 fixture with a head_dim that is not a multiple of 32";
+  ServerProcess odd({"-t", "1", "-ctv", "q8_0"}, odd_model);
+  EXPECT_EQ(odd.port(), 0);
+  for (int i = 0; i < 50 && odd.alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(odd.log().find("stores blocks of 32 elements, but this model's head_dim is"), std::string::npos) << odd.log();
 }
 
 TEST(LlamaServerApi, ChatTemplateByBuiltInNameOrInlineText) {

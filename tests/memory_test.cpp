@@ -41,7 +41,7 @@ void expect_keys(const KvStore& kv, int32_t b, int32_t e, float sign = 1.f) {
 }
 
 TEST(FullKv, AppendsAcrossPagesAndReadsBack) {
-  FullKvState kv(kHeads, kDim, KvType::f32, 8);
+  FullKvState kv(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8);
   append(kv, 5);
   append(kv, 20);  // crosses two page boundaries
   EXPECT_EQ(kv.position(), 25);
@@ -56,7 +56,7 @@ TEST(FullKv, AppendsAcrossPagesAndReadsBack) {
 // Sealed pages are stored head by head, the tail position by position: a cut inside a
 // sealed page brings its first rows back into the tail, and every read path agrees.
 TEST(FullKv, CutInsideSealedPageKeepsItsRows) {
-  FullKvState kv(kHeads, kDim, KvType::f32, 8);
+  FullKvState kv(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8);
   append(kv, 21);
   auto fork = kv.fork();  // shares the sealed pages the cut must not change
   kv.truncate(11);        // inside the second sealed page
@@ -69,11 +69,12 @@ TEST(FullKv, CutInsideSealedPageKeepsItsRows) {
   for (int32_t p = 0; p < 25; ++p) ASSERT_EQ(vals[size_t(p) * kDim], -float(p * 100 + kDim)) << "pos " << p;
   const KvStore::RowSpan r = kv.rows(9, 25);  // a sealed page from position 9 on: head-major
   EXPECT_EQ(r.n, 7);
-  EXPECT_EQ(reinterpret_cast<const float*>(r.k)[r.row_stride + r.head_stride], float(10 * 100 + kDim));
+  // Strides count head rows (kDim f32 each): position 10, head 1.
+  EXPECT_EQ(reinterpret_cast<const float*>(r.k)[(r.row_stride + r.head_stride) * kDim], float(10 * 100 + kDim));
 }
 
 TEST(FullKv, F16StorageRoundsOnly) {
-  FullKvState kv(kHeads, kDim, KvType::f16, 8);
+  FullKvState kv(kHeads, kDim, KvTypes{KvType::f16, KvType::f16}, 8);
   append(kv, 10);
   std::vector<float> got(size_t(10) * kDim);
   kv.read_keys(0, 0, 10, got.data());
@@ -83,7 +84,7 @@ TEST(FullKv, F16StorageRoundsOnly) {
 }
 
 TEST(FullKv, ForkAndSnapshotAreIsolated) {
-  FullKvState kv(kHeads, kDim, KvType::f32, 8);
+  FullKvState kv(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8);
   append(kv, 13);  // one sealed page + 5 in the tail
   auto fork = kv.fork();
   const LayerSnapshot snap = kv.snapshot();
@@ -97,7 +98,7 @@ TEST(FullKv, ForkAndSnapshotAreIsolated) {
   expect_keys(kv, 3, 23, -1.f);
   // The fork and the snapshot still hold the old history.
   expect_keys(static_cast<FullKvState&>(*fork), 0, 13);
-  FullKvState restored(kHeads, kDim, KvType::f32, 8);
+  FullKvState restored(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8);
   restored.restore(snap);
   expect_keys(restored, 0, 13);
   // Extending the fork leaves the origin alone.
@@ -106,13 +107,13 @@ TEST(FullKv, ForkAndSnapshotAreIsolated) {
 }
 
 TEST(FullKv, RestoreRefusesMismatchAndCorruption) {
-  FullKvState kv(kHeads, kDim, KvType::f32, 8);
+  FullKvState kv(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8);
   append(kv, 10);
   LayerSnapshot snap = kv.snapshot();
-  FullKvState other(kHeads, kDim * 2, KvType::f32, 8);
+  FullKvState other(kHeads, kDim * 2, KvTypes{KvType::f32, KvType::f32}, 8);
   EXPECT_THROW(other.restore(snap), std::runtime_error);
   snap.bytes[5] ^= 0x40;
-  FullKvState target(kHeads, kDim, KvType::f32, 8);
+  FullKvState target(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8);
   append(target, 3, -1.f);
   EXPECT_THROW(target.restore(snap), std::runtime_error);
   expect_keys(target, 0, 3, -1.f);  // unchanged
@@ -120,7 +121,7 @@ TEST(FullKv, RestoreRefusesMismatchAndCorruption) {
 
 TEST(SlidingKv, FloorIsWhatTheKeptCellsAllow) {
   const int32_t window = 4, slack = 3;
-  SlidingKvState kv(kHeads, kDim, KvType::f32, window, slack);
+  SlidingKvState kv(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, window, slack);
   append(kv, 3);
   EXPECT_EQ(kv.truncate_floor(), 0);  // nothing dropped yet: any cut is exact
   for (int i = 0; i < 20; ++i) append(kv, 1);
@@ -144,13 +145,13 @@ TEST(SlidingKv, FloorIsWhatTheKeptCellsAllow) {
 
 TEST(SlidingKv, SnapshotHoldsOneWindowAndRestoresExactly) {
   const int32_t window = 5;
-  SlidingKvState kv(kHeads, kDim, KvType::f32, window, 10);
+  SlidingKvState kv(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, window, 10);
   append(kv, 30);
   const LayerSnapshot snap = kv.snapshot();
   EXPECT_EQ(snap.position - snap.first_position, window - 1);
   EXPECT_EQ(snap.bytes.size(), 2u * (window - 1) * kRow * 4);
   append(kv, 4, -1.f);
-  SlidingKvState restored(kHeads, kDim, KvType::f32, window, 10);
+  SlidingKvState restored(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, window, 10);
   restored.restore(snap);
   EXPECT_EQ(restored.position(), 30);
   expect_keys(restored, 30 - (window - 1), 30);
@@ -179,9 +180,9 @@ TEST(Recurrent, CannotBeCutAndSnapshotsAreIsolated) {
 // A hybrid of every kind: a refused cut changes nothing, an accepted one is all-or-nothing.
 SeqState hybrid(uint64_t model_id) {
   std::vector<std::unique_ptr<LayerState>> l;
-  l.push_back(std::make_unique<FullKvState>(kHeads, kDim, KvType::f32, 8));
+  l.push_back(std::make_unique<FullKvState>(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 8));
   l.push_back(std::make_unique<RecurrentState>(std::vector<size_t>{4}));
-  l.push_back(std::make_unique<SlidingKvState>(kHeads, kDim, KvType::f32, 4, 2));
+  l.push_back(std::make_unique<SlidingKvState>(kHeads, kDim, KvTypes{KvType::f32, KvType::f32}, 4, 2));
   return SeqState(std::move(l), 64, model_id);
 }
 

@@ -62,9 +62,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Seconds for one test: pp (n_prompt tokens at once) or tg (n_gen single steps), after
 // `depth` untimed tokens.
-double run_once(const Model& model, KvType kv, int depth, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
+double run_once(const Model& model, KvTypes kv, int depth, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
   MemoryOptions mem;
-  mem.kv_type = kv;
+  mem.kv_types = kv;
   mem.n_ctx = std::max(depth + n_prompt + n_gen + 1, 16);
   SeqState state = model.make_state(mem);
   std::vector<float> logits;  // [n_vocab] of the last token
@@ -83,10 +83,10 @@ double run_once(const Model& model, KvType kv, int depth, int n_prompt, int n_ge
 
 nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_prompt, int n_gen, ThreadPool& pool) {
   const int n = n_prompt > 0 ? n_prompt : n_gen;
-  run_once(*m.model, o.kv.type(), 0, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
+  run_once(*m.model, o.kv.types(), 0, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
   std::vector<double> ts, ns;  // per repetition: tokens/s, nanoseconds
   for (int r = 0; r < o.reps; ++r) {
-    const double s = run_once(*m.model, o.kv.type(), o.depth, n_prompt, n_gen, o.ubatch, pool);
+    const double s = run_once(*m.model, o.kv.types(), o.depth, n_prompt, n_gen, o.ubatch, pool);
     ts.push_back(n / s);
     ns.push_back(s * 1e9);
   }
@@ -117,8 +117,8 @@ nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_promp
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"n_depth", o.depth},
-          {"type_k", o.kv.name},
-          {"type_v", o.kv.name},
+          {"type_k", kv_type_name(o.kv.types().k)},
+          {"type_v", kv_type_name(o.kv.types().v)},
           {"test_time", date},
           {"avg_ns", int64_t(mean(ns))},
           {"stddev_ns", int64_t(stddev(ns))},
@@ -134,7 +134,7 @@ int run_bench(const BenchOptions& o) {
   CliContext deepest{0, o.allow_beyond_training};
   for (int n : o.prompts) deepest.ctx = std::max(deepest.ctx, o.depth + n + 1);
   for (int n : o.gens) deepest.ctx = std::max(deepest.ctx, o.depth + n + 1);
-  if (deepest.ctx > 0) start_context(m, deepest, o.kv.type(), 1, o.ubatch);
+  if (deepest.ctx > 0) start_context(m, deepest, o.kv.types(), 1, o.ubatch);
   ThreadPool pool(o.threads);
   nlohmann::json results = nlohmann::json::array();
   if (!o.json) std::printf("| %-32s | %7s | %14s | %20s |\n", "model", "threads", "test", "t/s");

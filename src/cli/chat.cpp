@@ -94,7 +94,7 @@ class ChatSession {
   static EngineOptions engine_options(const ChatOptions& o) {
     EngineOptions eo;
     eo.memory.n_ctx = o.ctx;
-    eo.memory.kv_type = o.kv.type();
+    eo.memory.kv_types = o.kv.types();
     return eo;
   }
 
@@ -137,7 +137,7 @@ void print_stats(const TurnResult& r) {
 int run_chat(ChatOptions o) {
   if (o.model.empty()) o.model = shipped_model_path();
   LoadedModel m = load(o.model);
-  o.ctx = start_context(m, o.context, o.kv.type(), 1, 512);
+  o.ctx = start_context(m, o.context, o.kv.types(), 1, 512);
   ChatSession chat(o, m);
   const bool tty = isatty(STDIN_FILENO);
   std::string line;

@@ -48,8 +48,24 @@ std::vector<Token> parse_token_list(const std::string& text, const std::string& 
 }
 
 void add_kv_type_option(CLI::App* app, CliKvType& kv) {
-  app->add_option("--kv-type", kv.name, "KV cache storage: f16 (default, as llama.cpp) or f32")
-      ->check(CLI::IsMember({"f16", "f32"}));
+  const auto types = CLI::IsMember({"f16", "f32", "q8_0", "q4_0"});
+  app->add_option("--kv-type", kv.both, "KV cache storage of K and V: f16 (default, as llama.cpp), f32, q8_0 or q4_0")
+      ->check(types);
+  app->add_option("--cache-type-k", kv.k, "K cache storage (overrides --kv-type for K; -ctk in serve)")->check(types);
+  app->add_option("--cache-type-v", kv.v, "V cache storage (overrides --kv-type for V; -ctv in serve)")->check(types);
+}
+
+std::string CliKvType::name(bool keys) const {
+  const std::string& own = keys ? k : v;
+  return !own.empty() ? own : !both.empty() ? both : std::string();
+}
+
+KvTypes CliKvType::types(KvType fallback) const {
+  auto pick = [&](bool keys) {
+    const std::string n = name(keys);
+    return n.empty() ? fallback : parse_kv_type(n).value_or(fallback);
+  };
+  return {pick(true), pick(false)};
 }
 
 int32_t CliContext::resolve(const LoadedModel& m) const {
@@ -99,13 +115,15 @@ void check_context_memory(const Model& model, const MemoryOptions& mem, int slot
       ") of KV/state per slot (" + std::to_string(total) + " bytes, " + gib(total) + ", for " +
       std::to_string(slots) + " slot(s)), " + std::to_string(available) + " bytes (" + gib(available) +
       ") available; lower -c" + (slots > 1 ? " or --parallel" : "") +
-      (mem.kv_type == KvType::f32 ? ", or use --kv-type f16" : ""));
+      (mem.kv_types.k == KvType::f32 || mem.kv_types.v == KvType::f32 ? ", or use --kv-type f16"
+       : mem.kv_types.k == KvType::f16 || mem.kv_types.v == KvType::f16 ? ", or use --kv-type q8_0"
+                                                                        : ""));
 }
 
-int32_t start_context(const LoadedModel& m, const CliContext& c, KvType kv, int slots, int32_t n_batch) {
+int32_t start_context(const LoadedModel& m, const CliContext& c, KvTypes kv, int slots, int32_t n_batch) {
   MemoryOptions mem;
   mem.n_ctx = c.resolve(m);
-  mem.kv_type = kv;
+  mem.kv_types = kv;
   check_context_memory(*m.model, mem, slots, n_batch);
   return mem.n_ctx;
 }

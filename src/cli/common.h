@@ -30,12 +30,15 @@ inline int default_threads() {
   return n == 0 ? 1 : int(n);
 }
 
-// --kv-type for the commands that serve or generate: F16 by default, as llama.cpp (half
-// the memory and bandwidth of F32 at long contexts; a warm turn still equals a cold run,
-// which uses the same type). `logits` keeps F32, the type of the goldens.
+// KV cache storage for the commands that serve, generate or measure: --kv-type for K and
+// V, or llama-server's --cache-type-k / --cache-type-v (-ctk / -ctv in serve) one by one:
+// f16 (the default, as llama.cpp: half the memory and bandwidth of f32), f32, q8_0 or
+// q4_0 (a half or a quarter again). A warm turn still equals a cold run, which uses the
+// same types. `logits` defaults to f32, the type of the goldens.
 struct CliKvType {
-  std::string name = "f16";
-  KvType type() const { return name == "f32" ? KvType::f32 : KvType::f16; }
+  std::string both, k, v;  // as given; empty: not given
+  KvTypes types(KvType fallback = KvType::f16) const;
+  std::string name(bool keys) const;  // the type K (V) is stored as, as named on the command line
 };
 void add_kv_type_option(CLI::App* app, CliKvType& kv);
 
@@ -57,7 +60,7 @@ void add_context_options(CLI::App* app, CliContext& c, const std::string& help,
 void check_context_memory(const Model& model, const MemoryOptions& mem, int slots, int32_t n_batch);
 size_t available_memory_bytes();  // MemAvailable (/proc/meminfo), else free physical pages
 // The start-up of a command that takes -c: resolve() then check_context_memory().
-int32_t start_context(const LoadedModel& m, const CliContext& c, KvType kv, int slots, int32_t n_batch);
+int32_t start_context(const LoadedModel& m, const CliContext& c, KvTypes kv, int slots, int32_t n_batch);
 
 // --checkpoint-every and --checkpoint-mib-per-token (serve, replay): CheckpointPolicy's knobs.
 struct CliCheckpoints {

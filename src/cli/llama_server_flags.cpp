@@ -7,7 +7,7 @@
 namespace ws::cli {
 namespace {
 
-enum class Action { cache_type, note, refuse };
+enum class Action { note, refuse };
 enum class Arity { none, one, maybe_on_off };  // maybe_on_off: -fa [on|off|auto]
 
 struct Flag {
@@ -21,7 +21,6 @@ struct Flag {
 // params" and the common params it shares with llama-cli). A short name stands for the
 // first long name after it.
 const Flag kFlags[] = {
-    {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v"}, Arity::one, Action::cache_type, ""},
     {{"--jinja"}, Arity::none, Action::note, "chat templates are always rendered as Jinja"},
     {{"-fa", "--flash-attn"}, Arity::maybe_on_off, Action::note,
      "attention always runs as one fused pass over the cache on the CPU"},
@@ -73,15 +72,6 @@ const Flag* find_flag(std::string_view name) {
 
 void take(const std::string& flag, const Flag& f, const std::string& value, LlamaServerExtras& out) {
   switch (f.action) {
-    case Action::cache_type:
-      if (value != "f16" && value != "f32")
-        throw std::runtime_error("serve: " + flag + " " + value +
-                                 ": warmstart stores the KV cache as f16 or f32; quantized cache types are not "
-                                 "supported yet");
-      if (out.kv_type && *out.kv_type != value)
-        throw std::runtime_error("serve: -ctk and -ctv must name the same type (f16 or f32) here");
-      out.kv_type = value;
-      break;
     case Action::note: out.notes.push_back(flag + " accepted, changes nothing: " + std::string(f.why)); break;
     case Action::refuse: throw std::runtime_error("serve: llama-server's " + flag + " is refused: " + std::string(f.why));
   }
@@ -94,6 +84,8 @@ std::vector<std::string> expand_llama_server_short_flags(std::vector<std::string
     if (a.size() < 3 || a[0] != '-' || a[1] == '-') continue;
     if (a == "-np") a = "--parallel";
     else if (a == "-ub") a = "--ubatch-size";
+    else if (a == "-ctk") a = "--cache-type-k";
+    else if (a == "-ctv") a = "--cache-type-v";
     else if (const Flag* f = find_flag(a)) {
       // A short name stands for the first long name after it in its entry.
       bool seen = false;

@@ -15,8 +15,7 @@ namespace ws::cli {
 std::vector<std::string> expand_llama_server_short_flags(std::vector<std::string> args);
 
 struct LlamaServerExtras {
-  std::optional<std::string> kv_type;  // --cache-type-k / --cache-type-v (the same f16 or f32 for both)
-  std::vector<std::string> notes;     // flags accepted that change nothing, with why
+  std::vector<std::string> notes;  // flags accepted that change nothing, with why
 };
 
 // `rest`: what CLI11 left over, in order. Throws std::runtime_error naming the flag for a

@@ -12,7 +12,8 @@ namespace ws::cli {
 namespace {
 
 struct LogitsOptions {
-  std::string model, tokens, tokens_file, text, out, kv_type = "f32";
+  std::string model, tokens, tokens_file, text, out;
+  CliKvType kv;  // f32 unless given
   bool special = false;
   int ubatch = 512;
   int threads = default_threads();
@@ -80,7 +81,7 @@ int run_logits(const LogitsOptions& o) {
   if (tokens.empty()) throw std::runtime_error("no tokens to evaluate");
   MemoryOptions mem;
   mem.n_ctx = o.ctx > 0 ? o.ctx : int32_t(tokens.size());
-  mem.kv_type = o.kv_type == "f16" ? KvType::f16 : KvType::f32;
+  mem.kv_types = o.kv.types(KvType::f32);
   if (int64_t(tokens.size()) > mem.n_ctx)
     throw std::runtime_error(std::to_string(tokens.size()) + " tokens do not fit in a context of " +
                              std::to_string(mem.n_ctx) + " (raise -c)");
@@ -117,7 +118,7 @@ Command add_logits(CLI::App& root) {
   app->add_option("--ubatch", o->ubatch, "micro-batch size")->check(CLI::PositiveNumber);
   app->add_option("-t,--threads", o->threads, "threads")->check(CLI::PositiveNumber);
   app->add_option("-c,--ctx", o->ctx, "context size (default: the number of tokens)");
-  app->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f32", "f16"}));
+  add_kv_type_option(app, o->kv);
   app->add_option("--restore-at", o->restore_at,
                   "evaluate tokens[0:K], snapshot, destroy, restore into a fresh state, evaluate the rest")
       ->check(CLI::NonNegativeNumber);

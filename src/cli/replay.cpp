@@ -25,14 +25,14 @@ struct ReplayOptions {
 
 int run_replay(ReplayOptions o) {
   LoadedModel m = load(o.model);
-  o.ctx = start_context(m, o.context, o.kv.type(), 1, o.ubatch);
+  o.ctx = start_context(m, o.context, o.kv.types(), 1, o.ubatch);
   std::ifstream in(o.script);
   if (!in) throw std::runtime_error(o.script + ": cannot open");
   const double budget_mb = o.cache == "off" ? 0 : (o.budget_mb < 0 ? default_cache_budget_mb() : o.budget_mb);
   PrefixCache cache(size_t(budget_mb * 1024 * 1024));
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
-  eo.memory.kv_type = o.kv.type();
+  eo.memory.kv_types = o.kv.types();
   eo.n_ubatch = o.ubatch;
   eo.checkpoints = o.checkpoints.policy();
   ThreadPool pool(o.threads);

@@ -36,7 +36,7 @@ int run_with_images(RunOptions o) {
   if (o.mmproj.empty()) throw std::runtime_error("run: --image needs --mmproj (the vision projector GGUF)");
   if (!o.tokens.empty()) throw std::runtime_error("run: --image works with -p, not --tokens");
   LoadedModel m = load(o.model);
-  o.ctx = start_context(m, o.context, o.kv.type(), 1, o.ubatch);
+  o.ctx = start_context(m, o.context, o.kv.types(), 1, o.ubatch);
   const gguf::File mm_file = gguf::File::open(o.mmproj);
   vision::VisionContext vis(mm_file, 0);
   std::string text = o.prompt;
@@ -54,7 +54,7 @@ int run_with_images(RunOptions o) {
                              " positions; the context holds " + std::to_string(o.ctx) + " (raise -c)");
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
-  eo.memory.kv_type = o.kv.type();
+  eo.memory.kv_types = o.kv.types();
   eo.n_ubatch = o.ubatch;
   Engine engine(*m.model, *m.tokenizer, nullptr, eo, pool);
   TurnRequest req;
@@ -82,7 +82,7 @@ int run_with_images(RunOptions o) {
 int run_generate(RunOptions o) {
   if (!o.images.empty() || !o.mmproj.empty()) return run_with_images(o);
   LoadedModel m = load(o.model);
-  o.ctx = start_context(m, o.context, o.kv.type(), 1, o.ubatch);
+  o.ctx = start_context(m, o.context, o.kv.types(), 1, o.ubatch);
   const Tokenizer& tok = *m.tokenizer;
   const std::vector<Token> prompt = o.tokens.empty()
                                         ? tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/true)
@@ -93,7 +93,7 @@ int run_generate(RunOptions o) {
                              std::to_string(o.ctx) + " (raise -c)");
   MemoryOptions mem;
   mem.n_ctx = o.ctx;
-  mem.kv_type = o.kv.type();
+  mem.kv_types = o.kv.types();
   ThreadPool pool(o.threads);
   SeqState state = m.model->make_state(mem);
   Sampler sampler(o.sampling);

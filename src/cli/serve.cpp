@@ -123,7 +123,7 @@ int run_serve(ServeOptions o) {
   server::bound_allocator_retention();  // memory of large requests goes back to the system
   const std::string model_path = o.model.empty() ? shipped_model_path() : o.model;
   LoadedModel m = load(model_path);
-  o.ctx = start_context(m, o.context, o.kv.type(), o.parallel, o.ubatch);
+  o.ctx = start_context(m, o.context, o.kv.types(), o.parallel, o.ubatch);
   const auto [tmpl_source, tmpl_label] = chat_template_source(o, m.file);
   const server::ChatFormatter chat(tmpl_source, *m.tokenizer);
   for (const auto& note : o.extras.notes) std::fprintf(stderr, "warmstart serve: %s\n", note.c_str());
@@ -134,7 +134,7 @@ int run_serve(ServeOptions o) {
   PrefixCache cache(size_t(budget_mb * 1024 * 1024));
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
-  eo.memory.kv_type = o.kv.type();
+  eo.memory.kv_types = o.kv.types();
   // A turn's micro-batches fit a step, so a client that leaves mid-prompt is noticed
   // within about one step (TurnRequest::cancelled is polled between micro-batches).
   eo.n_ubatch = std::min(o.ubatch, o.step_tokens);
@@ -271,7 +271,6 @@ Command add_serve(CLI::App& root) {
   app->allow_extras();
   return {app, [o, app] {
             o->extras = parse_llama_server_extras(app->remaining());
-            if (o->extras.kv_type) o->kv.name = *o->extras.kv_type;
             return run_serve(*o);
           }};
 }

@@ -4,12 +4,13 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tensor/hadamard.h"
 #include "tensor/kernels.h"
+#include "tensor/quant.h"
 
 namespace ws {
 namespace {
 
-size_t elem_size(KvType t) { return t == KvType::f32 ? 4 : 2; }
 
 uint64_t mix64(uint64_t h) {  // murmur3's finaliser: every input bit affects every output bit
   h ^= h >> 33;
@@ -26,26 +27,28 @@ uint64_t hash_values(std::initializer_list<uint64_t> values) {
   return h;
 }
 
-// Appends n rows of f32 `src` to `dst`, converted to the storage type.
-void append_rows(std::vector<uint8_t>& dst, const float* src, size_t count, KvType type) {
+// Appends count f32 elements of `src` (whole head rows) to `dst`, stored as `type`, each
+// run of `rotation` elements rotated first (0: none).
+void append_rows(std::vector<uint8_t>& dst, const float* src, size_t count, KvType type, int32_t rotation) {
   if (count == 0) return;  // src and dst may both be null then, which memcpy does not allow
+  std::vector<float> rotated;  // [count] f32
+  if (rotation > 0) {
+    rotated.assign(src, src + count);
+    hadamard_rotate(rotated.data(), int64_t(count) / rotation, rotation);
+    src = rotated.data();
+  }
   const size_t old = dst.size();
-  dst.resize(old + count * elem_size(type));
-  if (type == KvType::f32) {
-    std::memcpy(dst.data() + old, src, count * 4);
-  } else {
-    f32_to_f16_row(src, reinterpret_cast<f16_bits*>(dst.data() + old), int64_t(count));
+  dst.resize(old + row_bytes(kv_dtype(type), int64_t(count)));
+  switch (type) {
+    case KvType::f32: std::memcpy(dst.data() + old, src, count * 4); break;
+    case KvType::f16: f32_to_f16_row(src, reinterpret_cast<f16_bits*>(dst.data() + old), int64_t(count)); break;
+    default: quantize_row(kv_dtype(type), src, dst.data() + old, int64_t(count)); break;
   }
 }
 
-// dst[d] = element `index` .. +n of `src` (f32 or f16 storage) as f32.
-void load_row(const uint8_t* src, size_t index, int32_t n, KvType type, float* dst) {
-  if (type == KvType::f32) {
-    std::memcpy(dst, src + index * 4, size_t(n) * 4);
-  } else {
-    const auto* h = reinterpret_cast<const f16_bits*>(src) + index;
-    for (int32_t d = 0; d < n; ++d) dst[d] = f16_to_f32(h[d]);
-  }
+// dst[n] = the head row at `src` (n elements of `type`) as f32.
+void load_row(const uint8_t* src, int32_t n, KvType type, float* dst) {
+  dequantize_row(kv_dtype(type), src, dst, n);
 }
 
 [[noreturn]] void refuse(const std::string& why) { throw std::runtime_error("snapshot refused: " + why); }
@@ -122,23 +125,70 @@ size_t Snapshot::page_bytes() const {
   return b;
 }
 
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::f32: return "f32";
+    case KvType::f16: return "f16";
+    case KvType::q8_0: return "q8_0";
+    case KvType::q4_0: return "q4_0";
+  }
+  return "?";
+}
+
+std::optional<KvType> parse_kv_type(std::string_view name) {
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0, KvType::q4_0})
+    if (name == kv_type_name(t)) return t;
+  return std::nullopt;
+}
+
+DType kv_dtype(KvType t) {
+  switch (t) {
+    case KvType::f32: return DType::f32;
+    case KvType::f16: return DType::f16;
+    case KvType::q8_0: return DType::q8_0;
+    case KvType::q4_0: return DType::q4_0;
+  }
+  return DType::f32;
+}
+
+KvStore::KvStore(int32_t n_kv_heads, int32_t head_dim, KvTypes types)
+    : n_kv_heads_(n_kv_heads), head_dim_(head_dim), types_(types) {
+  for (KvType t : {types.k, types.v})
+    if ((t == KvType::q8_0 || t == KvType::q4_0) && head_dim % 32 != 0)
+      throw std::invalid_argument(std::string("KV cache type ") + kv_type_name(t) + " stores blocks of 32 elements, " +
+                                  "but this model's head_dim is " + std::to_string(head_dim) + "; use f16 or f32");
+  k_head_bytes_ = row_bytes(kv_dtype(types.k), head_dim);
+  v_head_bytes_ = row_bytes(kv_dtype(types.v), head_dim);
+  // llama.cpp's choice (llama-kv-cache.cpp, attn_rot_k / attn_rot_v): K in the largest
+  // power of two >= 64 dividing head_dim, V in blocks of 64 ("smaller seems beneficial").
+  auto rotation = [&](KvType t, bool keys) {
+    if (!types.rotate || (t != KvType::q8_0 && t != KvType::q4_0) || head_dim % 64 != 0) return 0;
+    int32_t n = 64;
+    while (keys && head_dim % (2 * n) == 0) n *= 2;
+    return n;
+  };
+  k_rotation_ = rotation(types.k, true);
+  v_rotation_ = rotation(types.v, false);
+}
+
 uint64_t KvStore::shape_tag() const {
-  return hash_values({uint64_t(kind()), uint64_t(n_kv_heads_), uint64_t(head_dim_), uint64_t(type_)});
+  return hash_values({uint64_t(kind()), uint64_t(n_kv_heads_), uint64_t(head_dim_), uint64_t(types_.k),
+                      uint64_t(types_.v), uint64_t(k_rotation_), uint64_t(v_rotation_)});
 }
 
 // ---------------------------------------------------------------- FullKvState
 
-FullKvState::FullKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t page_size)
-    : KvStore(n_kv_heads, head_dim, type), page_size_(page_size) {
+FullKvState::FullKvState(int32_t n_kv_heads, int32_t head_dim, KvTypes types, int32_t page_size)
+    : KvStore(n_kv_heads, head_dim, types), page_size_(page_size) {
   if (page_size <= 0) throw std::invalid_argument("KV page size must be positive");
 }
 
-size_t FullKvState::page_bytes() const { return 2 * size_t(page_size_) * row_size() * elem_size(type_); }
+size_t FullKvState::page_bytes() const { return size_t(page_size_) * (position_bytes(true) + position_bytes(false)); }
 
 size_t FullKvState::bytes() const { return sealed_.size() * page_bytes() + tail_.k.size() + tail_.v.size(); }
 size_t FullKvState::bytes_at(int32_t n_positions, int32_t /*n_last*/) const {
   const size_t pages = size_t(n_positions / page_size_), tail = size_t(n_positions % page_size_);
-  return pages * page_bytes() + 2 * tail * size_t(row_size()) * elem_size(type_);
+  return pages * page_bytes() + tail * (position_bytes(true) + position_bytes(false));
 }
 
 // The first n positions of a page between position-major [n][heads][row_bytes] and
@@ -154,11 +204,12 @@ static void transpose_heads(const uint8_t* src, uint8_t* dst, size_t page_rows, 
 
 void FullKvState::seal_tail() {
   auto page = std::make_shared<KvPage>();
-  const size_t head_bytes = size_t(head_dim_) * elem_size(type_);
-  for (auto [src, dst] : {std::pair{&tail_.k, &page->k}, std::pair{&tail_.v, &page->v}}) {
-    dst->resize(src->size());
-    transpose_heads(src->data(), dst->data(), size_t(page_size_), size_t(page_size_), size_t(n_kv_heads_),
-                    head_bytes, true);
+  for (bool keys : {true, false}) {
+    const auto& src = keys ? tail_.k : tail_.v;
+    auto& dst = keys ? page->k : page->v;
+    dst.resize(src.size());
+    transpose_heads(src.data(), dst.data(), size_t(page_size_), size_t(page_size_), size_t(n_kv_heads_),
+                    head_bytes(keys), true);
   }
   page->checksum = page_checksum(*page);
   sealed_.push_back(std::move(page));
@@ -172,11 +223,11 @@ void FullKvState::append(const float* k, const float* v, int32_t n) {
     const int32_t in_tail = n_ - int32_t(sealed_.size()) * page_size_;
     const int32_t take = std::min(n - done, page_size_ - in_tail);
     if (in_tail == 0) {
-      tail_.k.reserve(size_t(page_size_) * row * elem_size(type_));
-      tail_.v.reserve(size_t(page_size_) * row * elem_size(type_));
+      tail_.k.reserve(size_t(page_size_) * position_bytes(true));
+      tail_.v.reserve(size_t(page_size_) * position_bytes(false));
     }
-    append_rows(tail_.k, k + size_t(done) * row, size_t(take) * row, type_);
-    append_rows(tail_.v, v + size_t(done) * row, size_t(take) * row, type_);
+    append_rows(tail_.k, k + size_t(done) * row, size_t(take) * row, types_.k, k_rotation_);
+    append_rows(tail_.v, v + size_t(done) * row, size_t(take) * row, types_.v, v_rotation_);
     n_ += take;
     done += take;
     if (in_tail + take == page_size_) seal_tail();
@@ -187,48 +238,48 @@ void FullKvState::read(bool keys, int32_t h, int32_t p_begin, int32_t p_end, flo
   for (int32_t p = p_begin; p < p_end;) {
     const RowSpan r = rows(p, p_end);
     for (int32_t i = 0; i < r.n; ++i)
-      load_row(keys ? r.k : r.v, size_t(i) * r.row_stride + size_t(h) * r.head_stride, head_dim_, type_,
-               dst + size_t(p - p_begin + i) * head_dim_);
+      load_row((keys ? r.k : r.v) + (size_t(i) * r.row_stride + size_t(h) * r.head_stride) * head_bytes(keys),
+               head_dim_, keys ? types_.k : types_.v, dst + size_t(p - p_begin + i) * head_dim_);
     p += r.n;
   }
 }
 KvStore::RowSpan FullKvState::rows(int32_t p, int32_t p_end) const {
-  const size_t page = size_t(p / page_size_), in_page = size_t(p % page_size_), hd = size_t(head_dim_);
+  const size_t page = size_t(p / page_size_), in_page = size_t(p % page_size_);
   const int32_t n = std::min(p_end, int32_t(page + 1) * page_size_) - p;
-  if (page < sealed_.size()) {  // head-major
-    const size_t off = in_page * hd * elem_size(type_);
-    return {sealed_[page]->k.data() + off, sealed_[page]->v.data() + off, n, hd, size_t(page_size_) * hd};
-  }
-  const size_t off = in_page * size_t(row_size()) * elem_size(type_);
-  return {tail_.k.data() + off, tail_.v.data() + off, n, size_t(row_size()), hd};
+  if (page < sealed_.size())  // head-major
+    return {sealed_[page]->k.data() + in_page * head_bytes(true), sealed_[page]->v.data() + in_page * head_bytes(false),
+            n, 1, size_t(page_size_)};
+  return {tail_.k.data() + in_page * position_bytes(true), tail_.v.data() + in_page * position_bytes(false), n,
+          size_t(n_kv_heads_), 1};
 }
 void FullKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const { read(true, h, b, e, dst); }
 void FullKvState::read_values(int32_t h, int32_t b, int32_t e, float* dst) const { read(false, h, b, e, dst); }
 
 void FullKvState::truncate(int32_t pos) {
   if (pos < 0 || pos > n_) throw std::logic_error("FullKvState::truncate: position out of range");
-  const size_t row_bytes = size_t(row_size()) * elem_size(type_);
   const size_t page = size_t(pos / page_size_);
   if (page < sealed_.size()) {
     // The cut falls inside a sealed (shared) page: copy its first positions into a private
     // tail, back in position-major order.
     const KvPage& src = *sealed_[page];
-    const size_t keep = size_t(pos % page_size_), head_bytes = size_t(head_dim_) * elem_size(type_);
-    for (auto [from, to] : {std::pair{&src.k, &tail_.k}, std::pair{&src.v, &tail_.v}}) {
-      to->resize(keep * row_bytes);
-      transpose_heads(from->data(), to->data(), size_t(page_size_), keep, size_t(n_kv_heads_), head_bytes, false);
+    const size_t keep = size_t(pos % page_size_);
+    for (bool keys : {true, false}) {
+      auto& to = keys ? tail_.k : tail_.v;
+      to.resize(keep * position_bytes(keys));
+      transpose_heads((keys ? src.k : src.v).data(), to.data(), size_t(page_size_), keep, size_t(n_kv_heads_),
+                      head_bytes(keys), false);
     }
     sealed_.resize(page);
   } else {
-    const size_t keep = size_t(pos - int32_t(sealed_.size()) * page_size_) * row_bytes;
-    tail_.k.resize(keep);
-    tail_.v.resize(keep);
+    const size_t keep = size_t(pos - int32_t(sealed_.size()) * page_size_);
+    tail_.k.resize(keep * position_bytes(true));
+    tail_.v.resize(keep * position_bytes(false));
   }
   n_ = pos;
 }
 
 std::unique_ptr<LayerState> FullKvState::fork() const {
-  auto f = std::make_unique<FullKvState>(n_kv_heads_, head_dim_, type_, page_size_);
+  auto f = std::make_unique<FullKvState>(n_kv_heads_, head_dim_, types_, page_size_);
   f->n_ = n_;
   f->sealed_ = sealed_;  // shared, immutable
   f->tail_.k = tail_.k;  // private copy: the only mutable part
@@ -253,25 +304,28 @@ void FullKvState::check(const LayerSnapshot& s) const {
   if (s.kind != kind()) refuse(std::string("layer kind ") + layer_kind_name(s.kind) + ", expected full KV");
   if (s.shape_tag != hash_values({shape_tag(), uint64_t(page_size_)})) refuse("KV layer shape differs");
   const int32_t tail_rows = s.position - int32_t(s.pages.size()) * page_size_;
-  if (tail_rows < 0 || tail_rows >= page_size_ || s.bytes.size() != 2 * size_t(tail_rows) * row_size() * elem_bytes())
+  if (tail_rows < 0 || tail_rows >= page_size_ ||
+      s.bytes.size() != size_t(tail_rows) * (position_bytes(true) + position_bytes(false)))
     refuse("KV layer sizes are inconsistent");
-  for (const auto& p : s.pages)  // each half on its own: reads index k and v separately
-    if (!p || p->k.size() != page_bytes() / 2 || p->v.size() != page_bytes() / 2) refuse("KV page has the wrong size");
+  for (const auto& p : s.pages)  // k and v on their own: reads index them separately
+    if (!p || p->k.size() != size_t(page_size_) * position_bytes(true) ||
+        p->v.size() != size_t(page_size_) * position_bytes(false))
+      refuse("KV page has the wrong size");
   if (s.compute_checksum() != s.checksum) refuse("KV layer checksum mismatch (corrupted)");
 }
 
 void FullKvState::apply(const LayerSnapshot& s) {
   sealed_ = s.pages;
-  const size_t half = s.bytes.size() / 2;
-  tail_.k.assign(s.bytes.begin(), s.bytes.begin() + long(half));
-  tail_.v.assign(s.bytes.begin() + long(half), s.bytes.end());
+  const size_t k_bytes = size_t(s.position - int32_t(s.pages.size()) * page_size_) * position_bytes(true);
+  tail_.k.assign(s.bytes.begin(), s.bytes.begin() + long(k_bytes));
+  tail_.v.assign(s.bytes.begin() + long(k_bytes), s.bytes.end());
   n_ = s.position;
 }
 
 // ------------------------------------------------------------- SlidingKvState
 
-SlidingKvState::SlidingKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t window, int32_t slack)
-    : KvStore(n_kv_heads, head_dim, type), window_(window), slack_(std::max(0, slack)) {
+SlidingKvState::SlidingKvState(int32_t n_kv_heads, int32_t head_dim, KvTypes types, int32_t window, int32_t slack)
+    : KvStore(n_kv_heads, head_dim, types), window_(window), slack_(std::max(0, slack)) {
   if (window <= 0) throw std::invalid_argument("sliding window must be positive");
 }
 
@@ -282,9 +336,8 @@ int32_t SlidingKvState::truncate_floor() const {
 
 void SlidingKvState::truncate(int32_t pos) {
   if (pos < truncate_floor() || pos > n_) throw std::logic_error("SlidingKvState::truncate below its floor");
-  const size_t keep = size_t(pos - first_) * row_size() * elem_size(type_);
-  k_.resize(keep);
-  v_.resize(keep);
+  k_.resize(size_t(pos - first_) * position_bytes(true));
+  v_.resize(size_t(pos - first_) * position_bytes(false));
   n_ = pos;
 }
 
@@ -293,40 +346,41 @@ size_t SlidingKvState::bytes_at(int32_t n_positions, int32_t n_last) const {
   if (n_positions <= 0) return 0;
   const int64_t last = std::clamp<int64_t>(n_last, 1, n_positions);
   const int64_t kept = std::min<int64_t>(n_positions - last, int64_t(window_) - 1 + slack_);
-  return 2 * size_t(std::max<int64_t>(0, kept + last)) * size_t(row_size()) * elem_size(type_);
+  return size_t(std::max<int64_t>(0, kept + last)) * (position_bytes(true) + position_bytes(false));
 }
 
 void SlidingKvState::append(const float* k, const float* v, int32_t n) {
   // Drop cells no query of this batch (or a cut within the slack) can need.
   const int32_t new_first = std::max(first_, n_ - (window_ - 1) - slack_);
   if (new_first > first_) {
-    const size_t drop = size_t(new_first - first_) * row_size() * elem_size(type_);
-    k_.erase(k_.begin(), k_.begin() + long(drop));
-    v_.erase(v_.begin(), v_.begin() + long(drop));
+    const size_t drop = size_t(new_first - first_);
+    k_.erase(k_.begin(), k_.begin() + long(drop * position_bytes(true)));
+    v_.erase(v_.begin(), v_.begin() + long(drop * position_bytes(false)));
     first_ = new_first;
   }
-  append_rows(k_, k, size_t(n) * row_size(), type_);
-  append_rows(v_, v, size_t(n) * row_size(), type_);
+  append_rows(k_, k, size_t(n) * row_size(), types_.k, k_rotation_);
+  append_rows(v_, v, size_t(n) * row_size(), types_.v, v_rotation_);
   n_ += n;
 }
 
 KvStore::RowSpan SlidingKvState::rows(int32_t p, int32_t p_end) const {
-  const size_t off = size_t(p - first_) * size_t(row_size()) * elem_size(type_);
-  return {k_.data() + off, v_.data() + off, p_end - p, size_t(row_size()), size_t(head_dim_)};
+  const size_t i = size_t(p - first_);
+  return {k_.data() + i * position_bytes(true), v_.data() + i * position_bytes(false), p_end - p,
+          size_t(n_kv_heads_), 1};
 }
 void SlidingKvState::read_keys(int32_t h, int32_t b, int32_t e, float* dst) const {
   for (int32_t p = b; p < e; ++p)
-    load_row(k_.data(), size_t(p - first_) * row_size() + size_t(h) * head_dim_, head_dim_, type_,
-             dst + size_t(p - b) * head_dim_);
+    load_row(k_.data() + (size_t(p - first_) * size_t(n_kv_heads_) + size_t(h)) * head_bytes(true), head_dim_,
+             types_.k, dst + size_t(p - b) * head_dim_);
 }
 void SlidingKvState::read_values(int32_t h, int32_t b, int32_t e, float* dst) const {
   for (int32_t p = b; p < e; ++p)
-    load_row(v_.data(), size_t(p - first_) * row_size() + size_t(h) * head_dim_, head_dim_, type_,
-             dst + size_t(p - b) * head_dim_);
+    load_row(v_.data() + (size_t(p - first_) * size_t(n_kv_heads_) + size_t(h)) * head_bytes(false), head_dim_,
+             types_.v, dst + size_t(p - b) * head_dim_);
 }
 
 std::unique_ptr<LayerState> SlidingKvState::fork() const {
-  auto f = std::make_unique<SlidingKvState>(n_kv_heads_, head_dim_, type_, window_, slack_);
+  auto f = std::make_unique<SlidingKvState>(n_kv_heads_, head_dim_, types_, window_, slack_);
   f->first_ = first_;
   f->n_ = n_;
   f->k_ = k_;
@@ -340,10 +394,11 @@ LayerSnapshot SlidingKvState::snapshot() const {
   s.kind = kind();
   s.position = n_;
   s.first_position = std::max(first_, n_ - (window_ - 1));
-  const size_t skip = size_t(s.first_position - first_) * row_size() * elem_size(type_);
-  s.bytes.reserve(2 * (k_.size() - skip));
-  s.bytes.insert(s.bytes.end(), k_.begin() + long(skip), k_.end());
-  s.bytes.insert(s.bytes.end(), v_.begin() + long(skip), v_.end());
+  const size_t skip = size_t(s.first_position - first_);
+  const size_t k_skip = skip * position_bytes(true), v_skip = skip * position_bytes(false);
+  s.bytes.reserve(k_.size() - k_skip + v_.size() - v_skip);
+  s.bytes.insert(s.bytes.end(), k_.begin() + long(k_skip), k_.end());
+  s.bytes.insert(s.bytes.end(), v_.begin() + long(v_skip), v_.end());
   s.shape_tag = hash_values({shape_tag(), uint64_t(window_)});
   s.checksum = s.compute_checksum();
   return s;
@@ -353,15 +408,15 @@ void SlidingKvState::check(const LayerSnapshot& s) const {
   if (s.kind != kind()) refuse(std::string("layer kind ") + layer_kind_name(s.kind) + ", expected sliding-window KV");
   if (s.shape_tag != hash_values({shape_tag(), uint64_t(window_)})) refuse("sliding-window layer shape differs");
   if (s.first_position < 0 || s.first_position > s.position ||
-      s.bytes.size() != 2 * size_t(s.position - s.first_position) * row_size() * elem_bytes())
+      s.bytes.size() != size_t(s.position - s.first_position) * (position_bytes(true) + position_bytes(false)))
     refuse("sliding-window layer sizes are inconsistent");
   if (s.compute_checksum() != s.checksum) refuse("sliding-window layer checksum mismatch (corrupted)");
 }
 
 void SlidingKvState::apply(const LayerSnapshot& s) {
-  const size_t half = s.bytes.size() / 2;
-  k_.assign(s.bytes.begin(), s.bytes.begin() + long(half));
-  v_.assign(s.bytes.begin() + long(half), s.bytes.end());
+  const size_t k_bytes = size_t(s.position - s.first_position) * position_bytes(true);
+  k_.assign(s.bytes.begin(), s.bytes.begin() + long(k_bytes));
+  v_.assign(s.bytes.begin() + long(k_bytes), s.bytes.end());
   first_ = s.first_position;
   n_ = s.position;
 }

@@ -11,21 +11,38 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/dtype.h"
 
 namespace ws {
 
-enum class KvType { f32, f16 };
+// Storage of K or V, as llama.cpp's --cache-type-k / --cache-type-v name them: f16, f32, or
+// the 32-element block formats q8_0 and q4_0 (head_dim a multiple of 32), stored as
+// llama.cpp's quantizer writes them and widened exactly where attention reads them.
+enum class KvType { f32, f16, q8_0, q4_0 };
+const char* kv_type_name(KvType t);
+std::optional<KvType> parse_kv_type(std::string_view name);
+DType kv_dtype(KvType t);
+// rotate: a quantized K (V) is stored rotated by the Walsh-Hadamard matrix as llama.cpp
+// does by default (tensor/hadamard.h; head_dim a multiple of 64; K in the largest
+// power-of-two block dividing head_dim, V in blocks of 64), attention rotating the
+// queries and its output to match. llama.cpp turns it off when the layers' head_dim differ.
+struct KvTypes {
+  KvType k = KvType::f16;
+  KvType v = KvType::f16;
+  bool rotate = true;
+};
 enum class LayerKind : uint8_t { full_kv, sliding_kv, recurrent };
 const char* layer_kind_name(LayerKind k);
 
 struct MemoryOptions {
   int32_t n_ctx = 4096;        // maximum positions a sequence may hold
-  KvType kv_type = KvType::f32;
+  KvTypes kv_types{KvType::f32, KvType::f32};
   int32_t kv_page_size = 64;   // positions per KV page
   int32_t swa_slack = 256;     // cells kept beyond a sliding window (how far it can be cut back)
 };
@@ -35,8 +52,8 @@ struct MemoryOptions {
 // contiguously; the tail being filled is position-major, [n][n_kv_heads][head_dim], so
 // that appends and cuts touch one run of bytes.
 struct KvPage {
-  std::vector<uint8_t> k;  // f32 or f16, layout as above
-  std::vector<uint8_t> v;  // f32 or f16, layout as above
+  std::vector<uint8_t> k;  // K's storage type (rows of head_dim elements), layout as above
+  std::vector<uint8_t> v;  // V's storage type, layout as above
   uint64_t checksum = 0;   // of k and v (page_checksum), set when the page is sealed (full, immutable)
 };
 uint64_t page_checksum(const KvPage& page);
@@ -102,42 +119,50 @@ class LayerState {
 // Attention KV of one layer, read by position.
 class KvStore : public LayerState {
  public:
-  KvStore(int32_t n_kv_heads, int32_t head_dim, KvType type)
-      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), type_(type) {}
+  // Throws std::invalid_argument for a block type head_dim does not divide into.
+  KvStore(int32_t n_kv_heads, int32_t head_dim, KvTypes types);
   int32_t n_kv_heads() const { return n_kv_heads_; }
   int32_t head_dim() const { return head_dim_; }
   int32_t row_size() const { return n_kv_heads_ * head_dim_; }
-  KvType type() const { return type_; }
+  KvTypes types() const { return types_; }
+  // Bytes of one head's row of K (keys) or V, and of one position (all heads).
+  size_t head_bytes(bool keys) const { return keys ? k_head_bytes_ : v_head_bytes_; }
+  // The Hadamard block K (V) is stored rotated in, 0 if none (KvTypes::rotate).
+  int32_t rotation(bool keys) const { return keys ? k_rotation_ : v_rotation_; }
+  size_t position_bytes(bool keys) const { return size_t(n_kv_heads_) * head_bytes(keys); }
   virtual int32_t first_position() const = 0;  // oldest position still held
-  // Appends n positions: k, v are [n][n_kv_heads * head_dim] f32 (stored as type()).
+  // Appends n positions: k, v are [n][n_kv_heads * head_dim] f32 (stored as types()).
   virtual void append(const float* k, const float* v, int32_t n) = 0;
-  // dst: [p_end - p_begin][head_dim] f32 of head h, first_position() <= p_begin <= p_end <= position().
+  // dst: [p_end - p_begin][head_dim] f32 of head h as stored (rotated where rotation() says),
+  // first_position() <= p_begin <= p_end <= position().
   virtual void read_keys(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
   virtual void read_values(int32_t h, int32_t p_begin, int32_t p_end, float* dst) const = 0;
   // Keys and values of positions [p, p + n) where they are stored: the row of position
-  // p + i, kv head h starts at k (v) + i * row_stride + h * head_stride elements of type().
-  // n >= 1 is as many positions as one storage chunk (a page) holds before p_end. Lets
-  // attention read K/V in place.
+  // p + i, kv head h starts at k + (i * row_stride + h * head_stride) * head_bytes(true)
+  // bytes (v likewise with head_bytes(false)): strides count head rows, so one span serves
+  // K and V of different types. n >= 1 is as many positions as one storage chunk (a page)
+  // holds before p_end. Lets attention read K/V in place.
   // pre: first_position() <= p < p_end <= position(); valid until the next append/cut.
   struct RowSpan {
     const uint8_t* k = nullptr;
     const uint8_t* v = nullptr;
     int32_t n = 0;
-    size_t row_stride = 0;   // elements between consecutive positions of one head
-    size_t head_stride = 0;  // elements between the same position of consecutive heads
+    size_t row_stride = 0;   // head rows between consecutive positions of one head
+    size_t head_stride = 0;  // head rows between the same position of consecutive heads
   };
   virtual RowSpan rows(int32_t p, int32_t p_end) const = 0;
 
  protected:
   uint64_t shape_tag() const;
-  size_t elem_bytes() const { return type_ == KvType::f32 ? 4 : 2; }
   int32_t n_kv_heads_, head_dim_;
-  KvType type_;
+  KvTypes types_;
+  size_t k_head_bytes_, v_head_bytes_;
+  int32_t k_rotation_, v_rotation_;
 };
 
 class FullKvState final : public KvStore {
  public:
-  FullKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t page_size);
+  FullKvState(int32_t n_kv_heads, int32_t head_dim, KvTypes types, int32_t page_size);
   LayerKind kind() const override { return LayerKind::full_kv; }
   int32_t position() const override { return n_; }
   int32_t truncate_floor() const override { return 0; }
@@ -167,7 +192,7 @@ class FullKvState final : public KvStore {
 
 class SlidingKvState final : public KvStore {
  public:
-  SlidingKvState(int32_t n_kv_heads, int32_t head_dim, KvType type, int32_t window, int32_t slack);
+  SlidingKvState(int32_t n_kv_heads, int32_t head_dim, KvTypes types, int32_t window, int32_t slack);
   LayerKind kind() const override { return LayerKind::sliding_kv; }
   int32_t position() const override { return n_; }
   int32_t truncate_floor() const override;
@@ -188,8 +213,8 @@ class SlidingKvState final : public KvStore {
  private:
   int32_t window_, slack_;
   int32_t first_ = 0, n_ = 0;
-  std::vector<uint8_t> k_;  // [n_ - first_][n_kv_heads][head_dim] f32 or f16
-  std::vector<uint8_t> v_;  // [n_ - first_][n_kv_heads][head_dim] f32 or f16
+  std::vector<uint8_t> k_;  // [n_ - first_][n_kv_heads] head rows of K's type
+  std::vector<uint8_t> v_;  // [n_ - first_][n_kv_heads] head rows of V's type
 };
 
 // Fixed-size f32 buffers that every token overwrites (conv tails, SSM / delta-net state).

@@ -92,12 +92,12 @@ void Decoder::forward_many(std::span<SeqStep> steps, ThreadPool& pool) const {
 }
 
 std::unique_ptr<LayerState> full_kv_memory(int32_t n_kv, int32_t head_dim, const MemoryOptions& opts) {
-  return std::make_unique<FullKvState>(n_kv, head_dim, opts.kv_type, opts.kv_page_size);
+  return std::make_unique<FullKvState>(n_kv, head_dim, opts.kv_types, opts.kv_page_size);
 }
 
 std::unique_ptr<LayerState> sliding_kv_memory(int32_t n_kv, int32_t head_dim, int32_t window,
                                               const MemoryOptions& opts) {
-  return std::make_unique<SlidingKvState>(n_kv, head_dim, opts.kv_type, window, opts.swa_slack);
+  return std::make_unique<SlidingKvState>(n_kv, head_dim, opts.kv_types, window, opts.swa_slack);
 }
 
 std::unique_ptr<LayerState> recurrent_memory(std::vector<size_t> buffer_sizes) {

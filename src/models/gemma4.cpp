@@ -140,7 +140,9 @@ class Gemma4Model final : public Decoder {
     // A shared layer holds no KV of its own, only its position.
     if (l.kv_source != int32_t(il)) return recurrent_memory({});
     const int32_t n_kv = cfg_.n_head_kv_per_layer[il];
-    return l.sliding ? sliding_kv_memory(n_kv, l.head_dim, window_, opts) : full_kv_memory(n_kv, l.head_dim, opts);
+    MemoryOptions o = opts;  // llama.cpp rotates a quantized cache only when every layer has one head_dim
+    for (const Gemma4Layer& other : layers_) o.kv_types.rotate = o.kv_types.rotate && other.head_dim == l.head_dim;
+    return l.sliding ? sliding_kv_memory(n_kv, l.head_dim, window_, o) : full_kv_memory(n_kv, l.head_dim, o);
   }
 
   // Per-layer inputs of the batch into p.extra: [n][n_layer][P] f32,

@@ -8,6 +8,8 @@
 
 #include "tensor/activation.h"
 #include "tensor/attn_kernels.h"
+#include "tensor/hadamard.h"
+#include "tensor/quant.h"
 
 namespace ws::ops {
 
@@ -184,11 +186,18 @@ namespace {
 constexpr int kGroupQueries = 32;    // queries per attn_group call (AVX-512 attends 32 per pass over the keys)
 constexpr int kGroupMinQueries = 4;  // below this many per kv head (decode), the per-query kernels
 
-// The key (or value) rows of kv head g in a span read from kv.
-KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_t g) {
-  const bool f16 = kv.type() == KvType::f16;
-  const size_t off = size_t(g) * r.head_stride * (f16 ? 2 : 4);
-  return {(keys ? r.k : r.v) + off, r.row_stride, f16, r.n};
+// The key (or value) rows of kv head g in a span read from kv: in place for f32 and f16,
+// else (q8_0, q4_0) dequantized into `widened` ([r.n][head_dim] f32), the values the
+// grouped kernel reads too.
+KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_t g, std::vector<float>& widened) {
+  const KvType type = keys ? kv.types().k : kv.types().v;
+  const size_t hb = kv.head_bytes(keys), hd = size_t(kv.head_dim());
+  const uint8_t* base = (keys ? r.k : r.v) + size_t(g) * r.head_stride * hb;
+  if (type == KvType::f32 || type == KvType::f16) return {base, r.row_stride * hd, type == KvType::f16, r.n};
+  widened.resize(size_t(r.n) * hd);
+  for (int32_t i = 0; i < r.n; ++i)
+    dequantize_row(kv_dtype(type), base + size_t(i) * r.row_stride * hb, widened.data() + size_t(i) * hd, int64_t(hd));
+  return {widened.data(), hd, false, r.n};
 }
 
 // One query head: out[hd] = softmax(scale * q.K) V over the keys [first, last] of kv
@@ -196,7 +205,7 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
 // the head's sink logit (one more softmax entry that attends to nothing), or null.
 // scores: [keys in whole blocks of 16 positions around first..last], acc: [16][hd] f32.
 void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
-                const float* sink, float* scores, float* acc, float* out, Isa isa) {
+                const float* sink, float* scores, float* acc, std::vector<float>& widened, float* out, Isa isa) {
   const int32_t hd = kv.head_dim();
   const int32_t b0 = first & ~15, b1 = (last + 16) & ~15;  // the 16-position blocks of the softmax sum
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -204,14 +213,14 @@ void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int
   std::fill(scores + (last + 1 - b0), scores + (b1 - b0), neg_inf);
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_scores(q, head_rows(kv, r, true, g), hd, scale, scores + (p - b0), isa);
+    attn_scores(q, head_rows(kv, r, true, g, widened), hd, scale, scores + (p - b0), isa);
     p += r.n;
   }
   attn_softmax(scores, b1 - b0, isa, sink);
   std::fill(acc, acc + 16 * hd, 0.f);
   for (int32_t p = first; p <= last;) {
     const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_accumulate(scores + (p - b0), head_rows(kv, r, false, g), hd, p & 15, acc, isa);
+    attn_accumulate(scores + (p - b0), head_rows(kv, r, false, g, widened), hd, p & 15, acc, isa);
     p += r.n;
   }
   attn_lanes_sum(acc, hd, out, isa);
@@ -244,22 +253,20 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
   rows.assign(size_t(2 * n), nullptr);  // [n] key rows, then [n] value rows
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    const KvRows k = head_rows(kv, r, true, g), v = head_rows(kv, r, false, g);
-    const size_t row_bytes = k.stride * (k.f16 ? 2 : 4);
+    const size_t kb = kv.head_bytes(true), vb = kv.head_bytes(false);
     for (int32_t i = 0; i < r.n; ++i) {
-      rows[size_t(pp - b0 + i)] = static_cast<const uint8_t*>(k.data) + size_t(i) * row_bytes;
-      rows[size_t(n + pp - b0 + i)] = static_cast<const uint8_t*>(v.data) + size_t(i) * row_bytes;
+      rows[size_t(pp - b0 + i)] = r.k + (size_t(i) * r.row_stride + size_t(g) * r.head_stride) * kb;
+      rows[size_t(n + pp - b0 + i)] = r.v + (size_t(i) * r.row_stride + size_t(g) * r.head_stride) * vb;
     }
     pp += r.n;
   }
   const AttnGroup grp{nq, qs, first, last, p.sinks ? sinks : nullptr, outs, b0};
-  attn_group(grp, rows.data(), rows.data() + n, n, kv.type() == KvType::f16, hd, p.scale);
+  attn_group(grp, rows.data(), rows.data() + n, n, kv_dtype(kv.types().k), kv_dtype(kv.types().v), hd, p.scale);
 }
 
-}  // namespace
-
-void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
-               float* out, ThreadPool& pool) {
+// attention() on K/V as stored: rotated or not, whatever q and out are in.
+void attention_stored(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
+                      float* out, ThreadPool& pool) {
   const int32_t hd = kv.head_dim();
   const int32_t group = p.n_head / kv.n_kv_heads();
   const int64_t per_head = n_tokens * group;  // queries per kv head
@@ -290,6 +297,7 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
   pool.parallel_for(n_jobs, 1, [&](int64_t j0, int64_t j1) {
     std::vector<float> scores(size_t(p_end - p_begin + 32));  // [visible keys, whole 16-blocks] f32
     std::vector<float> acc(size_t(16 * hd));                  // [16][hd] f32 lane sums
+    std::vector<float> widened;                               // [page rows][hd] f32 dequantized K or V
     for (int64_t job = j0; job < j1; ++job) {
       const int64_t t = n_tokens - 1 - job / p.n_head;
       const int32_t h = int32_t(job % p.n_head);
@@ -299,9 +307,25 @@ void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0
       const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
       const int32_t last = p.non_causal ? p_end - 1 : pos;
       attend_one(q + (t * p.n_head + h) * hd, kv, h / group, first, last, p.scale, p.sinks ? p.sinks + h : nullptr,
-                 scores.data(), acc.data(), out + (t * p.n_head + h) * hd, isa);
+                 scores.data(), acc.data(), widened, out + (t * p.n_head + h) * hd, isa);
     }
   });
+}
+
+}  // namespace
+
+void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
+               float* out, ThreadPool& pool) {
+  const int32_t rk = kv.rotation(true), rv = kv.rotation(false);
+  const int64_t count = n_tokens * p.n_head * kv.head_dim();  // query (and output) values
+  std::vector<float> rotated_q;                               // [n_tokens][n_head][head_dim] f32, H q
+  if (rk > 0) {  // K is stored as H k, and (H q).(H k) = q.k
+    rotated_q.assign(q, q + count);
+    hadamard_rotate(rotated_q.data(), count / rk, rk);
+    q = rotated_q.data();
+  }
+  attention_stored(q, kv, n_tokens, pos0, p, out, pool);
+  if (rv > 0) hadamard_rotate(out, count / rv, rv);  // V is stored as H v: H sum p H v = sum p v
 }
 
 void delta_rule_token(float* S, const float* k, const float* q, const float* v, float decay, float beta, float scale,

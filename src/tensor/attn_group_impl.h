@@ -35,14 +35,33 @@ inline typename V::F tree16(Leaf t) {
   return V::add(even, odd);
 }
 
-// Row j's dims [d0, d0 + n) as f32: the row itself, or converted into tmp.
-inline const float* row_f32(const void* row, bool f16, int32_t d0, int32_t n, float* tmp) {
-  if (!f16) return static_cast<const float*>(row) + d0;
-  const auto* h = static_cast<const uint16_t*>(row) + d0;
-  int32_t d = 0;
-  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(tmp + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
-  for (; d < n; ++d) tmp[d] = _cvtsh_ss(h[d]);
-  return tmp;
+// Row j's dims [d0, d0 + n) as f32: the row itself (f32), or widened into tmp: f16 exactly,
+// q8_0 / q4_0 as dequantize_row does (d * q, d * (q - 8)), block by block.
+inline const float* row_f32(const void* row, DType type, int32_t d0, int32_t n, float* tmp) {
+  switch (type) {
+    case DType::f32: return static_cast<const float*>(row) + d0;
+    case DType::f16: {
+      const auto* h = static_cast<const uint16_t*>(row) + d0;
+      int32_t d = 0;
+      for (; d + 8 <= n; d += 8) _mm256_storeu_ps(tmp + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
+      for (; d < n; ++d) tmp[d] = _cvtsh_ss(h[d]);
+      return tmp;
+    }
+    case DType::q8_0: {
+      const auto* b = static_cast<const block_q8_0*>(row);
+      for (int32_t i = d0; i < d0 + n; ++i) tmp[i - d0] = float(b[i / 32].qs[i % 32]) * _cvtsh_ss(b[i / 32].d);
+      return tmp;
+    }
+    default: {  // q4_0
+      const auto* b = static_cast<const block_q4_0*>(row);
+      for (int32_t i = d0; i < d0 + n; ++i) {
+        const int j = i % 32;
+        const uint8_t q = b[i / 32].qs[j % 16];
+        tmp[i - d0] = float((j < 16 ? q & 0x0F : q >> 4) - 8) * _cvtsh_ss(b[i / 32].d);
+      }
+      return tmp;
+    }
+  }
 }
 
 // Asks for the cache lines of a K/V row ahead of its use: the rows of one kv head are
@@ -104,17 +123,17 @@ inline void group_dot(const float* qt, const float* kr, int32_t hd, typename V::
 // Scores of all rows for the lanes (s: [n][Q * L]), -inf where a lane does not see the key
 // (and at the positions with no row); returns their max per lane, starting from m[Q].
 template <class V, int S, int Q>
-void group_scores(const float* qt, const void* const* k_rows, bool f16, int32_t n, int32_t hd, float scale,
+void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t n, int32_t hd, float scale,
                   const int32_t* lo, const int32_t* hi, float* kr, float* s, typename V::F* m) {
   constexpr int L = V::kLanes;
   const auto sc = V::set1(scale);
   constexpr int32_t kAhead = 8;  // keys
-  const int32_t row_bytes = hd * (f16 ? 2 : 4);
+  const int32_t bytes = int32_t(row_bytes(kt, hd));
   for (int32_t j = 0; j < n; ++j) {
-    if (j + kAhead < n) prefetch_row(k_rows[j + kAhead], row_bytes);
+    if (j + kAhead < n) prefetch_row(k_rows[j + kAhead], bytes);
     typename V::F x[Q];
     if (k_rows[j]) {
-      group_dot<V, S, Q>(qt, row_f32(k_rows[j], f16, 0, hd, kr), hd, x);
+      group_dot<V, S, Q>(qt, row_f32(k_rows[j], kt, 0, hd, kr), hd, x);
       for (int v = 0; v < Q; ++v) x[v] = V::visible(V::mul(x[v], sc), j, lo + v * L, hi + v * L);
     } else {
       for (int v = 0; v < Q; ++v) x[v] = V::set1(-INFINITY);
@@ -131,16 +150,16 @@ void group_scores(const float* qt, const void* const* k_rows, bool f16, int32_t 
 // their fma chains over these keys in order; p: [n][Q * L]. Called block after block, so
 // that a block's V rows and probabilities stay in L1 while all its dims are done.
 template <class V, int DC, int Q>
-void group_values(const float* p, const void* const* v_rows, bool f16, int32_t n, int32_t j0, int32_t j1,
+void group_values(const float* p, const void* const* v_rows, DType vt, int32_t n, int32_t j0, int32_t j1,
                   int32_t d0, int32_t hd, float* a) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  float tmp[DC];  // [DC] f32 converted dims of an f16 row
-  const int32_t row_bytes = hd * (f16 ? 2 : 4);
+  float tmp[DC];  // [DC] f32 widened dims of a row
+  const int32_t bytes = int32_t(row_bytes(vt, hd));
   for (int l = 0; l < 16; ++l) {
     float* al = a + (size_t(l) * size_t(hd) + size_t(d0)) * Q * L;
     if (d0 == 0)  // the first pass over the block asks for the next block's rows
-      for (int32_t j = j1 + l; j < std::min(n, j1 + kValueBlock); j += 16) prefetch_row(v_rows[j], row_bytes);
+      for (int32_t j = j1 + l; j < std::min(n, j1 + kValueBlock); j += 16) prefetch_row(v_rows[j], bytes);
     F acc[DC][Q];
 #pragma GCC unroll 16
     for (int dd = 0; dd < DC; ++dd)
@@ -149,7 +168,7 @@ void group_values(const float* p, const void* const* v_rows, bool f16, int32_t n
       if (!v_rows[j]) continue;  // a position of the block outside the keys read (all lanes p = 0)
       F pj[Q];
       for (int v = 0; v < Q; ++v) pj[v] = V::load(p + (size_t(j) * Q + v) * L);
-      const float* vr = row_f32(v_rows[j], f16, d0, DC, tmp);
+      const float* vr = row_f32(v_rows[j], vt, d0, DC, tmp);
 #pragma GCC unroll 16
       for (int dd = 0; dd < DC; ++dd) {
         const auto x = V::set1(vr[dd]);
@@ -168,7 +187,7 @@ inline std::unique_ptr<float[]> scratch(size_t n) { return std::unique_ptr<float
 // attn_group for the queries [i0, i0 + Q * L) of g (fewer at the end), Q vectors of L lanes.
 template <class V, int Q>
 void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const void* const* v_rows, int32_t n,
-                 bool f16, int32_t hd, float scale) {
+                 DType kt, DType vt, int32_t hd, float scale) {
   using F = typename V::F;
   constexpr int L = V::kLanes, W = Q * L;  // W: queries side by side
   const int nq = std::min(W, g.nq - i0);
@@ -187,10 +206,10 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
   F m[Q];
   for (int v = 0; v < Q; ++v) m[v] = V::load(sink + v * L);
   switch (hd / 64) {
-    case 1: group_scores<V, 1, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-    case 2: group_scores<V, 2, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-    case 4: group_scores<V, 4, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-    default: group_scores<V, 0, Q>(qt.data(), k_rows, f16, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    case 1: group_scores<V, 1, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    case 2: group_scores<V, 2, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    case 4: group_scores<V, 4, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
+    default: group_scores<V, 0, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
   }
   // e = exp(x - m); sums of the 16-key blocks in double per lane; then the sink.
   alignas(64) float lane_m[W], block[L], inv[W];
@@ -224,8 +243,8 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
   for (int32_t j0 = 0; j0 < n; j0 += kValueBlock) {
     const int32_t j1 = std::min(n, j0 + kValueBlock);
     int32_t d = 0;
-    for (; d + DC <= hd; d += DC) group_values<V, DC, Q>(s.get(), v_rows, f16, n, j0, j1, d, hd, a.get());
-    for (; d < hd; ++d) group_values<V, 1, Q>(s.get(), v_rows, f16, n, j0, j1, d, hd, a.get());
+    for (; d + DC <= hd; d += DC) group_values<V, DC, Q>(s.get(), v_rows, vt, n, j0, j1, d, hd, a.get());
+    for (; d < hd; ++d) group_values<V, 1, Q>(s.get(), v_rows, vt, n, j0, j1, d, hd, a.get());
   }
   for (int i = 0; i < nq; ++i) {
     const int v = i / L, lane = i % L;
@@ -242,12 +261,12 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
 // All queries of g: V::kQueryVectors vectors of L lanes at a time, the last ones one vector
 // at a time.
 template <class V>
-void attn_group_impl(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                     int32_t hd, float scale) {
+void attn_group_impl(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                     DType vt, int32_t hd, float scale) {
   constexpr int Q = V::kQueryVectors, L = V::kLanes;
   int i0 = 0;
-  for (; i0 + (Q - 1) * L < g.nq; i0 += Q * L) group_lanes<V, Q>(g, i0, k_rows, v_rows, n, f16, hd, scale);
-  for (; i0 < g.nq; i0 += L) group_lanes<V, 1>(g, i0, k_rows, v_rows, n, f16, hd, scale);
+  for (; i0 + (Q - 1) * L < g.nq; i0 += Q * L) group_lanes<V, Q>(g, i0, k_rows, v_rows, n, kt, vt, hd, scale);
+  for (; i0 < g.nq; i0 += L) group_lanes<V, 1>(g, i0, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
 }  // namespace ws::detail

@@ -86,10 +86,10 @@ void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa) {
 // widths compute the per-query kernels' bits, so which one runs changes nothing.
 bool attn_group_supported() { return detected_isa() == Isa::avx2; }
 
-void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                int32_t hd, float scale) {
-  if (detail::cpu_has_vnni()) detail::attn_group_avx512(g, k_rows, v_rows, n, f16, hd, scale);
-  else detail::attn_group_avx2(g, k_rows, v_rows, n, f16, hd, scale);
+void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                DType vt, int32_t hd, float scale) {
+  if (detail::cpu_has_vnni()) detail::attn_group_avx512(g, k_rows, v_rows, n, kt, vt, hd, scale);
+  else detail::attn_group_avx2(g, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
 float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa) {

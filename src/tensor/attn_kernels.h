@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/dtype.h"
 #include "tensor/expf_ggml.h"
 #include "tensor/kernels.h"
 
@@ -60,13 +61,14 @@ struct AttnGroup {
   int32_t p0 = 0;                   // position of the first row handed over: a multiple of 16
 };
 // The queries of g against the rows of positions p0 .. p0 + n - 1 (n a multiple of 16;
-// k_rows, v_rows: [n] pointers to [hd] f32 or f16 rows, null for positions not read), the
+// k_rows, v_rows: [n] pointers to rows of hd elements of kt / vt (f32, f16, q8_0 or q4_0),
+// null for positions not read; quantized rows count as their dequantized values), the
 // queries in the lanes of the vectors (16 with AVX-512, 8 with AVX2) so that every row is
 // loaded once for all of them. Each query gets exactly the bits of the per-query kernels
 // above. Needs attn_group_supported().
 bool attn_group_supported();
-void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                int32_t hd, float scale);
+void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                DType vt, int32_t hd, float scale);
 
 // One row of a selective-scan state: s[i] = s[i] * decay + b[i] * x for i < n, returns
 // sum_i s[i] * c[i] (new state) accumulated in a fixed order that depends only on n.
@@ -80,14 +82,14 @@ double softmax_exp_avx2(float* x, int32_t n, float max);
 void scale_avx2(float* x, int32_t n, float v);
 void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out);
-void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                     int32_t hd, float scale);
+void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                     DType vt, int32_t hd, float scale);
 // The AVX-512 parts of the AVX2 per-query kernels: scores of whole runs of 16 keys (hd a
 // multiple of 64; returns the keys done), values for the dims up to hd & ~15 (returned).
 int32_t attn_scores16_avx512(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
 int32_t attn_accumulate16_avx512(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
-void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                       int32_t hd, float scale);
+void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                       DType vt, int32_t hd, float scale);
 }  // namespace detail
 
 }  // namespace ws

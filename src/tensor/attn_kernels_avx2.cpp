@@ -133,9 +133,9 @@ struct Avx2Lanes {
 
 }  // namespace
 
-void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                     int32_t hd, float scale) {
-  attn_group_impl<Avx2Lanes>(g, k_rows, v_rows, n, f16, hd, scale);
+void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                      DType vt, int32_t hd, float scale) {
+  attn_group_impl<Avx2Lanes>(g, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
 void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {

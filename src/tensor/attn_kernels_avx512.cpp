@@ -144,9 +144,9 @@ int32_t attn_accumulate16_avx512(const float* p, const KvRows& v, int32_t hd, in
   return v.f16 ? accumulate16<true>(p, v, hd, lane0, acc) : accumulate16<false>(p, v, hd, lane0, acc);
 }
 
-void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, bool f16,
-                       int32_t hd, float scale) {
-  attn_group_impl<Avx512Lanes>(g, k_rows, v_rows, n, f16, hd, scale);
+void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                        DType vt, int32_t hd, float scale) {
+  attn_group_impl<Avx512Lanes>(g, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
 }  // namespace ws::detail
