@@ -100,7 +100,9 @@ struct AttentionParams {
 // Causal attention of n_tokens queries at positions pos0.. against kv, which already holds
 // the new tokens (kv.position() == pos0 + n_tokens).
 //   q: [n_tokens][n_head][head_dim], out: [n_tokens][n_head][head_dim].
-// GQA: query head h reads kv head h / (n_head / n_kv_heads).
+// GQA: query head h reads kv head h / (n_head / n_kv_heads). Where kv stores K (V) rotated
+// (KvStore::rotation), q is rotated the same way (out rotated back), so out is the
+// attention of the vectors given whatever the storage.
 void attention(const float* q, const KvStore& kv, int64_t n_tokens, int32_t pos0, const AttentionParams& p,
                float* out, ThreadPool& pool);
 

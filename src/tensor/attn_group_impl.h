@@ -47,17 +47,24 @@ inline const float* row_f32(const void* row, DType type, int32_t d0, int32_t n, 
       for (; d < n; ++d) tmp[d] = _cvtsh_ss(h[d]);
       return tmp;
     }
-    case DType::q8_0: {
+    case DType::q8_0: {  // d0 and n: multiples of 8 (whole head rows, or DC dims)
       const auto* b = static_cast<const block_q8_0*>(row);
-      for (int32_t i = d0; i < d0 + n; ++i) tmp[i - d0] = float(b[i / 32].qs[i % 32]) * _cvtsh_ss(b[i / 32].d);
+      for (int32_t i = d0; i < d0 + n; i += 8) {
+        const block_q8_0& blk = b[i / 32];
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + i % 32))));
+        _mm256_storeu_ps(tmp + (i - d0), _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(blk.d))));
+      }
       return tmp;
     }
-    default: {  // q4_0
+    default: {  // q4_0: elements 0..15 of a block in the low nibbles, 16..31 in the high ones
       const auto* b = static_cast<const block_q4_0*>(row);
-      for (int32_t i = d0; i < d0 + n; ++i) {
+      for (int32_t i = d0; i < d0 + n; i += 8) {
+        const block_q4_0& blk = b[i / 32];
         const int j = i % 32;
-        const uint8_t q = b[i / 32].qs[j % 16];
-        tmp[i - d0] = float((j < 16 ? q & 0x0F : q >> 4) - 8) * _cvtsh_ss(b[i / 32].d);
+        __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + j % 16)));
+        q = j < 16 ? _mm256_and_si256(q, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(q, 4);
+        const __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8)));
+        _mm256_storeu_ps(tmp + (i - d0), _mm256_mul_ps(v, _mm256_set1_ps(_cvtsh_ss(blk.d))));
       }
       return tmp;
     }
