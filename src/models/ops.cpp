@@ -185,6 +185,9 @@ namespace {
 
 constexpr int kGroupQueries = 32;    // queries per attn_group call (AVX-512 attends 32 per pass over the keys)
 constexpr int kGroupMinQueries = 4;  // below this many per kv head (decode), the per-query kernels
+// ... unless K or V is q8_0/q4_0: the grouped kernel widens block rows in its loads, the
+// per-query ones need each page widened first (lfm2 bench Q8_0 decode at 8k, q8_0 KV: 24 ->
+// 37 tok/s; with F16 KV the per-query kernels stay faster, 56 vs 39).
 
 // The key (or value) rows of kv head g in a span read from kv: in place for f32 and f16,
 // else (q8_0, q4_0) dequantized into `widened` ([r.n][head_dim] f32), the values the
@@ -270,7 +273,8 @@ void attention_stored(const float* q, const KvStore& kv, int64_t n_tokens, int32
   const int32_t hd = kv.head_dim();
   const int32_t group = p.n_head / kv.n_kv_heads();
   const int64_t per_head = n_tokens * group;  // queries per kv head
-  if (attn_group_supported() && per_head >= kGroupMinQueries) {
+  const auto blocks = [](KvType t) { return t == KvType::q8_0 || t == KvType::q4_0; };
+  if (attn_group_supported() && (per_head >= kGroupMinQueries || blocks(kv.types().k) || blocks(kv.types().v))) {
     // Jobs: chunks of up to kGroupQueries queries of one kv head, head after head (so the
     // threads share one head's K/V in the cache: at depth all heads' K/V do not fit), latest
     // tokens (most keys) first. With fewer kv heads than threads the chunks shrink until
