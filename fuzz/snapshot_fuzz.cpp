@@ -28,10 +28,11 @@ using ws::SlidingKvState;
 using ws::Snapshot;
 using ws::fuzz::FuzzInput;
 
-constexpr int32_t kHeads = 2, kHeadDim = 4, kPage = 4, kWindow = 3, kSlack = 2, kCtx = 64;
+// head_dim 64: whole q8_0/q4_0 blocks, and the Hadamard rotation of the block types.
+constexpr int32_t kHeads = 2, kHeadDim = 64, kPage = 4, kWindow = 3, kSlack = 2, kCtx = 64;
 constexpr uint64_t kModelId = 0x5eed;
 
-SeqState make_state(KvType type) {
+SeqState make_state(ws::KvTypes type) {
   std::vector<std::unique_ptr<ws::LayerState>> layers;
   layers.push_back(std::make_unique<FullKvState>(kHeads, kHeadDim, type, kPage));
   layers.push_back(std::make_unique<SlidingKvState>(kHeads, kHeadDim, type, kWindow, kSlack));
@@ -139,7 +140,9 @@ void check_restore(SeqState& target, const Snapshot& snap, uint64_t before) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
-  const KvType type = in.flag() ? KvType::f16 : KvType::f32;
+  // K and V storage, each of the four types (the block types rotated, head_dim 64).
+  const KvType kinds[] = {KvType::f32, KvType::f16, KvType::q8_0, KvType::q4_0};
+  const ws::KvTypes type{kinds[in.range(0, 3)], kinds[in.range(0, 3)]};
   SeqState source = make_state(type);
   feed(source, int32_t(in.range(0, kCtx / 2)), 1.f);
   Snapshot snap = source.snapshot();
