@@ -254,9 +254,9 @@ void attend_group(const float* q, const KvStore& kv, int32_t g, int64_t qi0, int
   }
   const int32_t b0 = u0 & ~15, n = ((u1 + 16) & ~15) - b0;
   rows.assign(size_t(2 * n), nullptr);  // [n] key rows, then [n] value rows
+  const size_t kb = kv.head_bytes(true), vb = kv.head_bytes(false);
   for (int32_t pp = u0; pp <= u1;) {
     const KvStore::RowSpan r = kv.rows(pp, u1 + 1);
-    const size_t kb = kv.head_bytes(true), vb = kv.head_bytes(false);
     for (int32_t i = 0; i < r.n; ++i) {
       rows[size_t(pp - b0 + i)] = r.k + (size_t(i) * r.row_stride + size_t(g) * r.head_stride) * kb;
       rows[size_t(n + pp - b0 + i)] = r.v + (size_t(i) * r.row_stride + size_t(g) * r.head_stride) * vb;
