@@ -7,17 +7,20 @@
 #   bench/compare.sh [-t THREADS] [-r REPS] [-k ROUNDS] [-p 512,2048] [-n 128] [-d DEPTH]
 #                    [-a "llama lfm2 granitehybrid mamba2 gemma3"] [-q "f16 q8_0 q4_k_m"]
 #   -d: every test starts from a context already holding DEPTH tokens (llama-bench's -d)
+#   -F: the peer runs with flash attention (llama-server's default on the CPU), else
+#       without (node-llama-cpp's default)
 #   -P: the peer's folder (default bench/peer); bench/peer_variant.sh makes one whose
 #       llama.cpp can only load one CPU variant (say haswell: AVX2, no AVX-512)
 #   WARMSTART_ISA=avx2 in the environment takes warmstart's AVX2 path likewise
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=$(nproc); reps=3; rounds=2; prompts=512,2048; gen=128; depth=0
-archs="llama lfm2 granitehybrid mamba2 gemma3"; types="f16 q8_0 q4_k_m"; peer=bench/peer
-while getopts "t:r:k:p:n:d:a:q:P:" o; do
+archs="llama lfm2 granitehybrid mamba2 gemma3"; types="f16 q8_0 q4_k_m"; peer=bench/peer; peer_flags=()
+while getopts "t:r:k:p:n:d:a:q:P:F" o; do
   case $o in
     t) threads=$OPTARG ;; r) reps=$OPTARG ;; k) rounds=$OPTARG ;; p) prompts=$OPTARG ;;
-    n) gen=$OPTARG ;; d) depth=$OPTARG ;; a) archs=$OPTARG ;; q) types=$OPTARG ;; P) peer=$OPTARG ;; *) exit 2 ;;
+    n) gen=$OPTARG ;; d) depth=$OPTARG ;; a) archs=$OPTARG ;; q) types=$OPTARG ;; P) peer=$OPTARG ;;
+    F) peer_flags=(--fa) ;; *) exit 2 ;;
   esac
 done
 ws=${WARMSTART:-./build/warmstart}
@@ -43,7 +46,7 @@ run_one() {  # ENGINE ARCH TYPE MODEL P N
   if [ "$1" = warmstart ]; then
     json=$(/usr/bin/time -f %M -o "$rss_file" "$ws" bench -m "$4" -p "$5" -n "$6" -d "$depth" -t "$threads" -r "$reps" --json)
   else
-    json=$(/usr/bin/time -f %M -o "$rss_file" node "$peer/bench.mjs" -m "$4" -p "$5" -n "$6" -d "$depth" -t "$threads" -r "$reps" --json)
+    json=$(/usr/bin/time -f %M -o "$rss_file" node "$peer/bench.mjs" -m "$4" -p "$5" -n "$6" -d "$depth" -t "$threads" -r "$reps" "${peer_flags[@]}" --json)
   fi
   /usr/bin/python3 -c 'import json,sys; [print(json.dumps({"engine": sys.argv[1], "arch": sys.argv[2], "type": sys.argv[3], "peak_rss_kb": int(sys.argv[4]), **r})) for r in json.loads(sys.stdin.read())]' \
     "$1" "$2" "$3" "$(tail -n1 "$rss_file")" <<<"$json" >> "$raw"
@@ -70,4 +73,4 @@ for arch in $archs; do
   done
 done
 
-COMPARE_PEER=$peer /usr/bin/python3 bench/summarize_compare.py "$raw" | tee "bench/results/compare-$stamp.md"
+COMPARE_PEER="$peer ${peer_flags[*]}" /usr/bin/python3 bench/summarize_compare.py "$raw" | tee "bench/results/compare-$stamp.md"

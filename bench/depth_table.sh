@@ -15,10 +15,13 @@ ws=${WARMSTART:-./build/warmstart}
 mkdir -p bench/results
 out="bench/results/depth-$(date -u +%Y%m%d-%H%M%S).md"
 rss=$(mktemp)
-run() {  # prints "t/s rss_MiB" of one `warmstart bench` test
+# One `warmstart bench` per depth and KV type: it fills the history once (the cold prefill,
+# timed), then the warm turn and the decode each start from a fork of it.
+# Prints "warm_turn_t/s decode_t/s cold_prefill_t/s peak_rss_MiB".
+run() {
   local json
   json=$(/usr/bin/time -f %M -o "$rss" "$ws" bench -m "$model" -t "$threads" -r 1 --json "$@")
-  echo "$(echo "$json" | /usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)[0]["avg_ts"])') $(( $(cat "$rss") / 1024 ))"
+  echo "$(echo "$json" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); print("%.2f %.2f %.2f" % (r[0]["avg_ts"], r[1]["avg_ts"], r[0]["depth_prefill_ts"]))') $(( $(cat "$rss") / 1024 ))"
 }
 {
   echo "# warmstart at depth: $(basename "$model"), $threads threads, $(date -u '+%Y-%m-%d %H:%M') UTC"
@@ -30,9 +33,7 @@ run() {  # prints "t/s rss_MiB" of one `warmstart bench` test
 } | tee "$out"
 for kv in $kvs; do
   for d in $depths; do
-    read -r pp _ < <(run -p "$warm" -n 0 -d "$d" --kv-type "$kv")
-    read -r tg mib < <(run -p 0 -n 32 -d "$d" --kv-type "$kv")
-    read -r cold _ < <(run -p "$d" -n 0 -d 0 --kv-type "$kv")
+    read -r pp tg cold mib < <(run -p "$warm" -n 32 -d "$d" --kv-type "$kv")
     printf "| %s | %d | %s | %.3f | %s | %s | %.1f | %s |\n" "$kv" "$d" "$pp" "$(echo "$warm / $pp" | bc -l)" "$tg" \
       "$cold" "$(echo "$d / $cold" | bc -l)" "$mib" | tee -a "$out"
   done

@@ -8,10 +8,13 @@
 #include <random>
 #include <vector>
 
+#include "memory/state.h"
+#include "models/ops.h"
 #include "tensor/attn_kernels.h"
 #include "tensor/quant.h"
 #include "tensor/dtype.h"
 #include "tensor/kernels_impl.h"
+#include "tensor/threadpool.h"
 
 namespace ws {
 namespace {
@@ -177,6 +180,41 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
             << "n " << n << " hd " << hd << " K " << dtype_name(kt) << " V " << dtype_name(vt) << " sink "
             << with_sink << " nq " << nq << " query " << i;
       }
+    }
+  }
+}
+
+// ops::attention over a paged KV store: a batch of queries (the grouped kernel) and the same
+// tokens one at a time (decode: a token's query heads of one kv head share each slice of
+// keys) give the per-query kernels' bits, for pages shorter and longer than a slice, windows,
+// sinks and thread counts that split a GQA group across jobs.
+TEST(AttnKernels, AttentionIsTheSameBatchedOrOneByOne) {
+  const int32_t n_kv = 2, group = 3, n_head = n_kv * group, hd = 64, n = 700, batch = 5;
+  const auto kf = random_vec(size_t(n * n_kv * hd), 30), vf = random_vec(size_t(n * n_kv * hd), 31);  // [n][n_kv][hd]
+  const auto q = random_vec(size_t(batch * n_head * hd), 32);                                          // [batch][n_head][hd]
+  const auto sinks = random_vec(size_t(n_head), 33);
+  for (int32_t page : {64, 600}) for (int32_t window : {0, 100}) for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    const ops::AttentionParams p{n_head, 0.125f, window, false, sinks.data()};
+    FullKvState batched(n_kv, hd, {KvType::f16, KvType::f16}, page), single(n_kv, hd, {KvType::f16, KvType::f16}, page);
+    batched.append(kf.data(), vf.data(), n);
+    single.append(kf.data(), vf.data(), n - batch);
+    std::vector<float> out_batch(q.size()), out_single(q.size());  // [batch][n_head][hd]
+    ops::attention(q.data(), batched, batch, n - batch, p, out_batch.data(), pool);
+    for (int32_t t = 0; t < batch; ++t) {
+      const size_t row = size_t(n - batch + t) * size_t(n_kv * hd);
+      single.append(kf.data() + row, vf.data() + row, 1);
+      ops::attention(q.data() + size_t(t * n_head * hd), single, 1, n - batch + t, p, out_single.data() + size_t(t * n_head * hd), pool);
+    }
+    for (int32_t t = 0; t < batch; ++t) for (int32_t h = 0; h < n_head; ++h) {
+      const int32_t pos = n - batch + t, g = h / group, first = window > 0 ? std::max(0, pos - window + 1) : 0;
+      std::vector<float> ks(size_t(n * hd)), vs(ks.size());  // [n][hd] kv head g as stored (f16 widened)
+      batched.read_keys(g, 0, n, ks.data());
+      batched.read_values(g, 0, n, vs.data());
+      const size_t at = size_t((t * n_head + h) * hd);
+      const auto want = attend(q.data() + at, ks.data(), vs.data(), false, hd, first, pos, {64}, &sinks[size_t(h)], Isa::scalar);
+      ASSERT_EQ(0, std::memcmp(want.data(), out_batch.data() + at, size_t(hd) * 4)) << "batched: page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
+      ASSERT_EQ(0, std::memcmp(want.data(), out_single.data() + at, size_t(hd) * 4)) << "one by one: page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
     }
   }
 }

@@ -2,10 +2,12 @@
 // the way `warmstart bench` measures itself. Never run in CI.
 //
 //   node bench.mjs -m MODEL.gguf [-p 512,2048] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS]
-//                  [--chat-turns 12] [--json]
+//                  [--chat-turns 12] [--fa] [--json]
 //
 // pp N: N fixed pseudo-random token ids evaluated into an empty sequence (batch 512).
 // tg M: M single-token evaluations (greedy, EOG tokens allowed) into an empty sequence.
+// --fa: flash attention on (llama-server's default, "auto", turns it on for the CPU;
+// node-llama-cpp's default is off).
 // -d D: each test starts from a sequence that already holds D tokens, evaluated untimed
 // (llama-bench's depth, and `warmstart bench -d`).
 // chat: a LlamaChatSession of T turns; each turn resends the whole conversation (the
@@ -17,7 +19,7 @@ import os from "node:os";
 import path from "node:path";
 
 function parseArgs(argv) {
-  const a = { model: "", pp: [512], tg: 128, depth: 0, threads: 2, reps: 3, chatTurns: 0, json: false, ctx: 0 };
+  const a = { model: "", pp: [512], tg: 128, depth: 0, threads: 2, reps: 3, chatTurns: 0, json: false, ctx: 0, fa: false };
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i], v = argv[i + 1];
     if (k === "-m") (a.model = v), ++i;
@@ -29,6 +31,7 @@ function parseArgs(argv) {
     else if (k === "--chat-turns") (a.chatTurns = Number(v)), ++i;
     else if (k === "--ctx") (a.ctx = Number(v)), ++i;
     else if (k === "--json") a.json = true;
+    else if (k === "--fa") a.fa = true;
     else throw new Error(`unknown argument ${k}`);
   }
   if (!a.model) throw new Error("usage: node bench.mjs -m MODEL.gguf [-p 512,2048] [-n 128] [-t T] [-r R] [--json]");
@@ -100,11 +103,12 @@ async function main() {
   const model = await llama.loadModel({ modelPath: a.model, gpuLayers: 0 });
   const maxPrompt = Math.max(0, ...a.pp);
   const contextSize = a.ctx || Math.max(4096, a.depth + maxPrompt + a.tg + 16);
-  const context = await model.createContext({ contextSize, batchSize: 512, threads: a.threads, sequences: 1 });
+  const context = await model.createContext({ contextSize, batchSize: 512, threads: a.threads, sequences: 1,
+    flashAttention: a.fa });
   const nVocab = model.tokens.bos !== undefined ? model.fileInsights.vocabularySize ?? 8000 : 8000;
   const seq = context.getSequence();
   const common = { model_filename: path.basename(a.model), model_type: model.typeDescription, n_threads: a.threads,
-    n_batch: 512, n_ubatch: 512, backends: "CPU", build: "node-llama-cpp@3.21.1", cpu_info: os.cpus()[0]?.model ?? "",
+    n_batch: 512, n_ubatch: 512, backends: "CPU", flash_attn: a.fa, build: "node-llama-cpp@3.21.1", cpu_info: os.cpus()[0]?.model ?? "",
     test_time: new Date().toISOString() };
   const results = [];
   const emit = (r) => {

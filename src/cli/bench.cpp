@@ -1,9 +1,11 @@
 // `warmstart bench`: prompt-processing and generation throughput in the spirit of
 // llama-bench. pp N: N fixed pseudo-random token ids into an empty state (micro-batch
 // -b); tg M: M single-token steps into an empty state; -d D first fills the state with
-// D tokens, untimed (llama-bench's depth), to measure at a long context. Mean and sample standard
-// deviation over -r repetitions after one warm-up; --json prints a list with one object
-// per test using llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, ...).
+// D tokens, untimed in the tests (llama-bench's depth), to measure at a long context: once,
+// and every repetition forks that state, as a warm turn forks a cached conversation (the
+// fill's own speed is reported as the cold prefill of the history: depth_prefill_ts).
+// Mean and sample standard deviation over -r repetitions after one warm-up; --json prints
+// a list with one object per test using llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, ...).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,17 +62,34 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Seconds for one test: pp (n_prompt tokens at once) or tg (n_gen single steps), after
-// `depth` untimed tokens.
-double run_once(const Model& model, KvTypes kv, int depth, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
+// The state the tests start from: `depth` tokens evaluated into a state of n_ctx positions,
+// and how long that took.
+struct DepthState {
+  SeqState state;
+  double prefill_s = 0;
+};
+
+DepthState prefill_depth(const Model& model, KvTypes kv, int depth, int n_ctx, int ubatch, ThreadPool& pool) {
   MemoryOptions mem;
   mem.kv_types = kv;
-  mem.n_ctx = std::max(depth + n_prompt + n_gen + 1, 16);
-  SeqState state = model.make_state(mem);
+  mem.n_ctx = std::max(n_ctx, 16);
+  DepthState d{model.make_state(mem)};
+  std::vector<float> logits;  // [n_vocab] of the last token
+  const auto tokens = bench_tokens(depth, model.config().n_vocab);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (depth > 0) eval_tokens(model, d.state, tokens, ubatch, LogitsMode::last, logits, pool);
+  d.prefill_s = seconds_since(t0);
+  return d;
+}
+
+// Seconds for one test on a fork of base (which holds the depth's tokens): pp (n_prompt
+// tokens at once) or tg (n_gen single steps).
+double run_once(const Model& model, const SeqState& base, int n_prompt, int n_gen, int ubatch, ThreadPool& pool) {
+  SeqState state = base.fork();
+  const int depth = state.position();
   std::vector<float> logits;  // [n_vocab] of the last token
   const auto tokens = bench_tokens(depth + std::max(n_prompt, n_gen), model.config().n_vocab);
   const std::span<const Token> all(tokens);
-  if (depth > 0) eval_tokens(model, state, all.first(size_t(depth)), ubatch, LogitsMode::last, logits, pool);
   const auto t0 = std::chrono::steady_clock::now();
   if (n_prompt > 0) {
     eval_tokens(model, state, all.subspan(size_t(depth), size_t(n_prompt)), ubatch, LogitsMode::last, logits, pool);
@@ -81,12 +100,14 @@ double run_once(const Model& model, KvTypes kv, int depth, int n_prompt, int n_g
   return seconds_since(t0);
 }
 
-nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_prompt, int n_gen, ThreadPool& pool) {
+nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, const DepthState& depth, int n_prompt, int n_gen,
+                        ThreadPool& pool) {
   const int n = n_prompt > 0 ? n_prompt : n_gen;
-  run_once(*m.model, o.kv.types(), 0, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
+  const DepthState empty = prefill_depth(*m.model, o.kv.types(), 0, 20, o.ubatch, pool);
+  run_once(*m.model, empty.state, std::min(n_prompt, 16), std::min(n_gen, 4), o.ubatch, pool);  // warm-up (pages, caches)
   std::vector<double> ts, ns;  // per repetition: tokens/s, nanoseconds
   for (int r = 0; r < o.reps; ++r) {
-    const double s = run_once(*m.model, o.kv.types(), o.depth, n_prompt, n_gen, o.ubatch, pool);
+    const double s = run_once(*m.model, depth.state, n_prompt, n_gen, o.ubatch, pool);
     ts.push_back(n / s);
     ns.push_back(s * 1e9);
   }
@@ -117,6 +138,7 @@ nlohmann::json run_test(const LoadedModel& m, const BenchOptions& o, int n_promp
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"n_depth", o.depth},
+          {"depth_prefill_ts", depth.prefill_s > 0 ? o.depth / depth.prefill_s : 0.0},
           {"type_k", kv_type_name(o.kv.types().k)},
           {"type_v", kv_type_name(o.kv.types().v)},
           {"test_time", date},
@@ -136,7 +158,10 @@ int run_bench(const BenchOptions& o) {
   for (int n : o.gens) deepest.ctx = std::max(deepest.ctx, o.depth + n + 1);
   if (deepest.ctx > 0) start_context(m, deepest, o.kv.types(), 1, o.ubatch);
   ThreadPool pool(o.threads);
+  const DepthState depth = prefill_depth(*m.model, o.kv.types(), o.depth, deepest.ctx, o.ubatch, pool);
   nlohmann::json results = nlohmann::json::array();
+  if (!o.json && o.depth > 0)
+    std::printf("depth %d: filled in %.2f s (%.2f t/s, cold prefill)\n", o.depth, depth.prefill_s, o.depth / depth.prefill_s);
   if (!o.json) std::printf("| %-32s | %7s | %14s | %20s |\n", "model", "threads", "test", "t/s");
   const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
   const auto report = [&](nlohmann::json r, const std::string& test) {
@@ -147,9 +172,9 @@ int run_bench(const BenchOptions& o) {
     results.push_back(std::move(r));
   };
   for (int n : o.prompts)
-    if (n > 0) report(run_test(m, o, n, 0, pool), "pp" + std::to_string(n) + at);
+    if (n > 0) report(run_test(m, o, depth, n, 0, pool), "pp" + std::to_string(n) + at);
   for (int n : o.gens)
-    if (n > 0) report(run_test(m, o, 0, n, pool), "tg" + std::to_string(n) + at);
+    if (n > 0) report(run_test(m, o, depth, 0, n, pool), "tg" + std::to_string(n) + at);
   if (o.json) std::printf("%s\n", results.dump(2).c_str());
   return 0;
 }

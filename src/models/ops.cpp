@@ -203,30 +203,61 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
   return {widened.data(), hd, false, r.n};
 }
 
-// One query head: out[hd] = softmax(scale * q.K) V over the keys [first, last] of kv
-// head g, read in place page by page, in llama.cpp's float sequence (attn_kernels.h); sink:
-// the head's sink logit (one more softmax entry that attends to nothing), or null.
-// scores: [keys in whole blocks of 16 positions around first..last], acc: [16][hd] f32.
-void attend_one(const float* q, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
-                const float* sink, float* scores, float* acc, std::vector<float>& widened, float* out, Isa isa) {
+// Query heads h0 .. h0 + nq - 1 of one token, all reading kv head g: out_i[hd] =
+// softmax(scale * q_i.K) V over the keys [first, last], read in place page by page, in
+// llama.cpp's float sequence (attn_kernels.h) per head; sinks: the heads' sink logits (one
+// more softmax entry that attends to nothing), or null. The keys go by in slices of
+// kSliceKeys and each slice serves all nq heads while it is in the cache: at depth K/V
+// come from memory, and a GQA group would read them once per query head otherwise.
+// Slicing changes no bits: a score depends on its key alone, and the values reach each
+// lane in key order whatever the slices. q, out: [nq][hd] f32 (consecutive heads);
+// scores: [nq][stride] f32, stride >= the keys in whole 16-blocks around first..last;
+// acc: [nq][16][hd] f32 lane sums.
+constexpr int32_t kSliceKeys = 256;
+void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
+                  const float* sinks, float* scores, size_t stride, float* acc, std::vector<float>& widened,
+                  float* out, Isa isa) {
   const int32_t hd = kv.head_dim();
   const int32_t b0 = first & ~15, b1 = (last + 16) & ~15;  // the 16-position blocks of the softmax sum
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  std::fill(scores, scores + (first - b0), neg_inf);
-  std::fill(scores + (last + 1 - b0), scores + (b1 - b0), neg_inf);
+  const auto slice = [&](int32_t p) {
+    KvStore::RowSpan r = kv.rows(p, last + 1);
+    r.n = std::min(r.n, kSliceKeys);
+    return r;
+  };
+  // The next slice's rows are asked for while this one is worked on: pages are separate
+  // allocations of a few KB per head, too short for the hardware prefetcher to get going.
+  const auto prefetch_next = [&](int32_t p, bool keys) {
+    if (p > last) return;
+    const KvStore::RowSpan r = slice(p);
+    const size_t hb = kv.head_bytes(keys);
+    const uint8_t* base = (keys ? r.k : r.v) + size_t(g) * r.head_stride * hb;
+    for (int32_t i = 0; i < r.n; ++i)
+      for (size_t b = 0; b < hb; b += 64) __builtin_prefetch(base + size_t(i) * r.row_stride * hb + b);
+  };
   for (int32_t p = first; p <= last;) {
-    const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_scores(q, head_rows(kv, r, true, g, widened), hd, scale, scores + (p - b0), isa);
+    const KvStore::RowSpan r = slice(p);
+    prefetch_next(p + r.n, true);
+    const KvRows k = head_rows(kv, r, true, g, widened);
+    for (int i = 0; i < nq; ++i) attn_scores(q + i * hd, k, hd, scale, scores + i * stride + (p - b0), isa);
     p += r.n;
   }
-  attn_softmax(scores, b1 - b0, isa, sink);
-  std::fill(acc, acc + 16 * hd, 0.f);
+  for (int i = 0; i < nq; ++i) {
+    float* s = scores + i * stride;
+    std::fill(s, s + (first - b0), neg_inf);
+    std::fill(s + (last + 1 - b0), s + (b1 - b0), neg_inf);
+    attn_softmax(s, b1 - b0, isa, sinks ? sinks + i : nullptr);
+  }
+  std::fill(acc, acc + size_t(nq) * 16 * size_t(hd), 0.f);
   for (int32_t p = first; p <= last;) {
-    const KvStore::RowSpan r = kv.rows(p, last + 1);
-    attn_accumulate(scores + (p - b0), head_rows(kv, r, false, g, widened), hd, p & 15, acc, isa);
+    const KvStore::RowSpan r = slice(p);
+    prefetch_next(p + r.n, false);
+    const KvRows v = head_rows(kv, r, false, g, widened);
+    for (int i = 0; i < nq; ++i)
+      attn_accumulate(scores + i * stride + (p - b0), v, hd, p & 15, acc + size_t(i) * 16 * size_t(hd), isa);
     p += r.n;
   }
-  attn_lanes_sum(acc, hd, out, isa);
+  for (int i = 0; i < nq; ++i) attn_lanes_sum(acc + size_t(i) * 16 * size_t(hd), hd, out + i * hd, isa);
 }
 
 // Queries [qi0, qi0 + nq) of kv head g (query qi: token qi / group, head g * group +
@@ -295,23 +326,30 @@ void attention_stored(const float* q, const KvStore& kv, int64_t n_tokens, int32
   const int32_t p_end = pos0 + int32_t(n_tokens);
   const int32_t p_begin = kv.first_position();
   const Isa isa = detected_isa();
-  // Jobs are (token, head) pairs in chunks claimed dynamically, latest tokens (most keys)
-  // first, so the threads finish together; each job's result is independent of who runs it.
-  const int64_t n_jobs = n_tokens * p.n_head;
-  pool.parallel_for(n_jobs, 1, [&](int64_t j0, int64_t j1) {
-    std::vector<float> scores(size_t(p_end - p_begin + 32));  // [visible keys, whole 16-blocks] f32
-    std::vector<float> acc(size_t(16 * hd));                  // [16][hd] f32 lane sums
-    std::vector<float> widened;                               // [page rows][hd] f32 dequantized K or V
+  // Jobs: a token's query heads of one kv head (split into chunks until every thread has
+  // one), claimed dynamically, latest tokens (most keys) first, so the threads finish
+  // together; each head's result is independent of the job it is computed in.
+  const int64_t pairs = n_tokens * kv.n_kv_heads();
+  const int64_t want = (pool.size() + pairs - 1) / pairs;  // chunks per (token, kv head)
+  const int32_t size = int32_t(std::clamp<int64_t>((group + want - 1) / want, 1, group));
+  const int32_t chunks = (group + size - 1) / size;
+  pool.parallel_for(pairs * chunks, 1, [&](int64_t j0, int64_t j1) {
+    const size_t stride = size_t(p_end - p_begin + 32);
+    std::vector<float> scores(size_t(size) * stride);          // [size][visible keys, whole 16-blocks] f32
+    std::vector<float> acc(size_t(size) * 16 * size_t(hd));     // [size][16][hd] f32 lane sums
+    std::vector<float> widened;                                // [slice rows][hd] f32 dequantized K or V
     for (int64_t job = j0; job < j1; ++job) {
-      const int64_t t = n_tokens - 1 - job / p.n_head;
-      const int32_t h = int32_t(job % p.n_head);
+      const int64_t t = n_tokens - 1 - job / (kv.n_kv_heads() * chunks);
+      const int32_t g = int32_t(job / chunks % kv.n_kv_heads());
+      const int32_t h0 = g * group + int32_t(job % chunks) * size;
+      const int nq = std::min(size, (g + 1) * group - h0);
       const int32_t pos = pos0 + int32_t(t);
       // Visible keys: [first, last]: causal (last = pos) or the whole batch (non-causal),
       // earlier keys limited to the window.
       const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
       const int32_t last = p.non_causal ? p_end - 1 : pos;
-      attend_one(q + (t * p.n_head + h) * hd, kv, h / group, first, last, p.scale, p.sinks ? p.sinks + h : nullptr,
-                 scores.data(), acc.data(), widened, out + (t * p.n_head + h) * hd, isa);
+      attend_heads(q + (t * p.n_head + h0) * hd, nq, kv, g, first, last, p.scale, p.sinks ? p.sinks + h0 : nullptr,
+                   scores.data(), stride, acc.data(), widened, out + (t * p.n_head + h0) * hd, isa);
     }
   });
 }

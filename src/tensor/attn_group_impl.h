@@ -24,6 +24,7 @@ namespace ws::detail {
 namespace {
 
 constexpr int32_t kValueBlock = 256;  // keys per block of the values pass (a multiple of 16)
+constexpr int32_t kScoreKeys = 4;   // keys a pass over the queries' leaves scores at once
 
 // tree16 of F-valued leaves t(0) .. t(15): ((t0 + t8) + (t4 + t12)) + ((t2 + t10) + (t6 + t14)),
 // plus the same over the odd leaves: the pairs (i, i + 8), (i, i + 4), (i, i + 2), (0, 1).
@@ -127,6 +128,44 @@ inline void group_dot(const float* qt, const float* kr, int32_t hd, typename V::
   }
 }
 
+// group_dot for kScoreKeys keys at once (rows kr[x] f32, S = hd / 64 >= 1), leaf after leaf: the
+// query vectors of leaf c are loaded once for all the keys (one key at a time, the loads of
+// q and of the key's broadcasts outnumber the multiplies 3 to 2 and bind the loop); the
+// leaves t[c] wait in tl ([kScoreKeys][16][Q] vectors, L1) for the trees. Out: s[x][Q].
+template <class V, int S, int Q>
+inline void group_dot_keys(const float* qt, const float* const* kr, int32_t hd, typename V::F* tl, typename V::F (*s)[Q]) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  for (int c = 0; c < 16; ++c) {
+    F q[4][S][Q];  // the dims c, c + 32, c + 16, c + 48 (+ 64 st) of the query vectors
+    const int xs[4] = {c, c + 32, c + 16, c + 48};
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+      for (int st = 0; st < S; ++st)
+#pragma GCC unroll 2
+        for (int v = 0; v < Q; ++v) q[i][st][v] = V::load(qt + (size_t(xs[i] + 64 * st) * Q + v) * L);
+    for (int x = 0; x < kScoreKeys; ++x) {
+      F p[4][Q];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+        for (int st = 0; st < S; ++st) {
+          const F e = V::set1(kr[x][xs[i] + 64 * st]);
+#pragma GCC unroll 2
+          for (int v = 0; v < Q; ++v) p[i][v] = V::fmadd(q[i][st][v], e, st == 0 ? V::zero() : p[i][v]);
+        }
+#pragma GCC unroll 2
+      for (int v = 0; v < Q; ++v) tl[(x * 16 + c) * Q + v] = V::add(V::add(p[0][v], p[1][v]), V::add(p[2][v], p[3][v]));
+    }
+  }
+  for (int x = 0; x < kScoreKeys; ++x)
+    for (int v = 0; v < Q; ++v) {
+      s[x][v] = tree16<V>([&](int c) { return tl[(x * 16 + c) * Q + v]; });
+      for (int32_t d = 64 * S; d < hd; ++d) s[x][v] = V::fmadd(V::load(qt + (size_t(d) * Q + v) * L), V::set1(kr[x][d]), s[x][v]);
+    }
+}
+
 // Scores of all rows for the lanes (s: [n][Q * L]), -inf where a lane does not see the key
 // (and at the positions with no row); returns their max per lane, starting from m[Q].
 template <class V, int S, int Q>
@@ -136,9 +175,27 @@ void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t 
   const auto sc = V::set1(scale);
   constexpr int32_t kAhead = 8;  // keys
   const int32_t bytes = int32_t(row_bytes(kt, hd));
+  typename V::F tl[kScoreKeys * 16 * Q];  // [kScoreKeys][16][Q] leaves of group_dot_keys
   for (int32_t j = 0; j < n; ++j) {
     if (j + kAhead < n) prefetch_row(k_rows[j + kAhead], bytes);
     typename V::F x[Q];
+    const bool whole = S > 0 && j + kScoreKeys <= n &&
+                       std::all_of(k_rows + j, k_rows + j + kScoreKeys, [](const void* r) { return r != nullptr; });
+    if (whole) {  // kScoreKeys keys at once
+      for (int y = 1; y < kScoreKeys && j + kAhead + y < n; ++y) prefetch_row(k_rows[j + kAhead + y], bytes);
+      const float* rows[kScoreKeys];
+      for (int y = 0; y < kScoreKeys; ++y) rows[y] = row_f32(k_rows[j + y], kt, 0, hd, kr + y * hd);
+      typename V::F out[kScoreKeys][Q];
+      group_dot_keys<V, S, Q>(qt, rows, hd, tl, out);
+      for (int y = 0; y < kScoreKeys; ++y)
+        for (int v = 0; v < Q; ++v) {
+          x[v] = V::visible(V::mul(out[y][v], sc), j + y, lo + v * L, hi + v * L);
+          V::store(s + (size_t(j + y) * Q + v) * L, x[v]);
+          m[v] = V::max(m[v], x[v]);
+        }
+      j += kScoreKeys - 1;
+      continue;
+    }
     if (k_rows[j]) {
       group_dot<V, S, Q>(qt, row_f32(k_rows[j], kt, 0, hd, kr), hd, x);
       for (int v = 0; v < Q; ++v) x[v] = V::visible(V::mul(x[v], sc), j, lo + v * L, hi + v * L);
@@ -161,7 +218,7 @@ void group_values(const float* p, const void* const* v_rows, DType vt, int32_t n
                   int32_t d0, int32_t hd, float* a) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  float tmp[DC];  // [DC] f32 widened dims of a row
+  float tmp[DC < 8 ? 8 : DC];  // [DC] f32 widened dims of a row (row_f32 writes 8 at a time)
   const int32_t bytes = int32_t(row_bytes(vt, hd));
   for (int l = 0; l < 16; ++l) {
     float* al = a + (size_t(l) * size_t(hd) + size_t(d0)) * Q * L;
@@ -198,7 +255,7 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
   using F = typename V::F;
   constexpr int L = V::kLanes, W = Q * L;  // W: queries side by side
   const int nq = std::min(W, g.nq - i0);
-  std::vector<float> qt(size_t(hd) * W, 0.f), kr(size_t(hd), 0.f);  // [hd][W] queries, [hd] a converted key
+  std::vector<float> qt(size_t(hd) * W, 0.f), kr(size_t(kScoreKeys * hd), 0.f);  // [hd][W] queries, [kScoreKeys][hd] converted keys
   const auto s = scratch(size_t(n) * W);                             // [n][W] scores, then probabilities
   alignas(64) int32_t lo[W], hi[W];
   alignas(64) float sink[W];

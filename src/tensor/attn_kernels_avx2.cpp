@@ -102,7 +102,7 @@ void accumulate_impl(const float* p, const KvRows& v, int32_t hd, int32_t lane0,
       case 1: accumulate_lane<F16, 1>(p, v, j0, d, a); break;
       default: break;
     }
-    for (int32_t j = j0; j < v.n; j += 16)
+    for (int32_t j = j0; d8 < hd && j < v.n; j += 16)
       for (int32_t dd = d8; dd < hd; ++dd) a[dd] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(dd)), a[dd]);
   }
 }
