@@ -184,10 +184,12 @@ void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, c
 namespace {
 
 constexpr int kGroupQueries = 32;    // queries per attn_group call (AVX-512 attends 32 per pass over the keys)
-constexpr int kGroupMinQueries = 4;  // below this many per kv head (decode), the per-query kernels
-// ... unless K or V is q8_0/q4_0: the grouped kernel widens block rows in its loads, the
-// per-query ones need each page widened first (lfm2 bench Q8_0 decode at 8k, q8_0 KV: 24 ->
-// 37 tok/s; with F16 KV the per-query kernels stay faster, 56 vs 39).
+constexpr int kGroupMinQueries = 5;  // below this many per kv head (decode), the per-query kernels
+// (attend_heads: the K/V of a slice read once for the token's heads; attn_bench at 16k,
+// 2 threads: a GQA group of 4, hd 256, 3.9 ms vs 9.0 grouped; 2 tokens of a group of 2, 3.6
+// vs 4.3; from 8 queries on the grouped kernel is as fast or faster) ... unless K or V is
+// q8_0/q4_0: the grouped kernel widens block rows in its loads, the per-query ones need each
+// slice widened first (group of 2 at 16k, q8_0: 4.2 ms vs 5.0; group of 4, hd 256: 3.6 vs 5.2).
 
 // The key (or value) rows of kv head g in a span read from kv: in place for f32 and f16,
 // else (q8_0, q4_0) dequantized into `widened` ([r.n][head_dim] f32), the values the
