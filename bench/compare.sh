@@ -57,7 +57,7 @@ for arch in $archs; do
   for type in $types; do
     m=$(model_path "$arch" "$type")
     tests=()
-    for p in ${prompts//,/ }; do tests+=("$p 0"); done
+    for p in ${prompts//,/ }; do [ "$p" -gt 0 ] && tests+=("$p 0"); done
     [ "$gen" -gt 0 ] && tests+=("0 $gen")
     for ((k = 0; k < rounds; ++k)); do
       for t in "${tests[@]}"; do

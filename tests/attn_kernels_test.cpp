@@ -193,10 +193,13 @@ TEST(AttnKernels, AttentionIsTheSameBatchedOrOneByOne) {
   const auto kf = random_vec(size_t(n * n_kv * hd), 30), vf = random_vec(size_t(n * n_kv * hd), 31);  // [n][n_kv][hd]
   const auto q = random_vec(size_t(batch * n_head * hd), 32);                                          // [batch][n_head][hd]
   const auto sinks = random_vec(size_t(n_head), 33);
-  for (int32_t page : {64, 600}) for (int32_t window : {0, 100}) for (int threads : {1, 3}) {
+  // K/V as F16, and as q8_0 / q4_0 (widened slice by slice; unrotated, so the reference can
+  // take the stored values as they are).
+  const KvTypes types[] = {{KvType::f16, KvType::f16}, {KvType::q8_0, KvType::q4_0, false}};
+  for (KvTypes kvt : types) for (int32_t page : {64, 600}) for (int32_t window : {0, 100}) for (int threads : {1, 3}) {
     ThreadPool pool(threads);
     const ops::AttentionParams p{n_head, 0.125f, window, false, sinks.data()};
-    FullKvState batched(n_kv, hd, {KvType::f16, KvType::f16}, page), single(n_kv, hd, {KvType::f16, KvType::f16}, page);
+    FullKvState batched(n_kv, hd, kvt, page), single(n_kv, hd, kvt, page);
     batched.append(kf.data(), vf.data(), n);
     single.append(kf.data(), vf.data(), n - batch);
     std::vector<float> out_batch(q.size()), out_single(q.size());  // [batch][n_head][hd]
@@ -208,13 +211,13 @@ TEST(AttnKernels, AttentionIsTheSameBatchedOrOneByOne) {
     }
     for (int32_t t = 0; t < batch; ++t) for (int32_t h = 0; h < n_head; ++h) {
       const int32_t pos = n - batch + t, g = h / group, first = window > 0 ? std::max(0, pos - window + 1) : 0;
-      std::vector<float> ks(size_t(n * hd)), vs(ks.size());  // [n][hd] kv head g as stored (f16 widened)
+      std::vector<float> ks(size_t(n * hd)), vs(ks.size());  // [n][hd] kv head g as stored, widened
       batched.read_keys(g, 0, n, ks.data());
       batched.read_values(g, 0, n, vs.data());
       const size_t at = size_t((t * n_head + h) * hd);
       const auto want = attend(q.data() + at, ks.data(), vs.data(), false, hd, first, pos, {64}, &sinks[size_t(h)], Isa::scalar);
-      ASSERT_EQ(0, std::memcmp(want.data(), out_batch.data() + at, size_t(hd) * 4)) << "batched: page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
-      ASSERT_EQ(0, std::memcmp(want.data(), out_single.data() + at, size_t(hd) * 4)) << "one by one: page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
+      ASSERT_EQ(0, std::memcmp(want.data(), out_batch.data() + at, size_t(hd) * 4)) << "batched: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
+      ASSERT_EQ(0, std::memcmp(want.data(), out_single.data() + at, size_t(hd) * 4)) << "one by one: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
     }
   }
 }

@@ -185,11 +185,10 @@ namespace {
 
 constexpr int kGroupQueries = 32;    // queries per attn_group call (AVX-512 attends 32 per pass over the keys)
 constexpr int kGroupMinQueries = 5;  // below this many per kv head (decode), the per-query kernels
-// (attend_heads: the K/V of a slice read once for the token's heads; attn_bench at 16k,
-// 2 threads: a GQA group of 4, hd 256, 3.9 ms vs 9.0 grouped; 2 tokens of a group of 2, 3.6
-// vs 4.3; from 8 queries on the grouped kernel is as fast or faster) ... unless K or V is
-// q8_0/q4_0: the grouped kernel widens block rows in its loads, the per-query ones need each
-// slice widened first (group of 2 at 16k, q8_0: 4.2 ms vs 5.0; group of 4, hd 256: 3.6 vs 5.2).
+// (attend_heads: the K/V of a slice read, and widened if quantized, once for the token's
+// heads; attn_bench at 16k, 2 threads, grouped vs per-query: a GQA group of 4, hd 256, 9.0
+// vs 3.9 ms; 2 tokens of a group of 2, 4.3 vs 3.6; q8_0 K/V, group of 2, 4.1 vs 2.4; from 8
+// queries on the grouped kernel is as fast or faster).
 
 // The key (or value) rows of kv head g in a span read from kv: in place for f32 and f16,
 // else (q8_0, q4_0) dequantized into `widened` ([r.n][head_dim] f32), the values the
@@ -200,8 +199,7 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
   const uint8_t* base = (keys ? r.k : r.v) + size_t(g) * r.head_stride * hb;
   if (type == KvType::f32 || type == KvType::f16) return {base, r.row_stride * hd, type == KvType::f16, r.n};
   widened.resize(size_t(r.n) * hd);
-  for (int32_t i = 0; i < r.n; ++i)
-    dequantize_row(kv_dtype(type), base + size_t(i) * r.row_stride * hb, widened.data() + size_t(i) * hd, int64_t(hd));
+  widen_rows(kv_dtype(type), base, r.row_stride * hb, r.n, int32_t(hd), widened.data(), detected_isa());
   return {widened.data(), hd, false, r.n};
 }
 
@@ -228,7 +226,8 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
     return r;
   };
   // The next slice's rows are asked for while this one is worked on: pages are separate
-  // allocations of a few KB per head, too short for the hardware prefetcher to get going.
+  // allocations of a few KB per head, too short for the hardware prefetcher to get going
+  // (asking further ahead made no difference).
   const auto prefetch_next = [&](int32_t p, bool keys) {
     if (p > last) return;
     const KvStore::RowSpan r = slice(p);
@@ -306,8 +305,7 @@ void attention_stored(const float* q, const KvStore& kv, int64_t n_tokens, int32
   const int32_t hd = kv.head_dim();
   const int32_t group = p.n_head / kv.n_kv_heads();
   const int64_t per_head = n_tokens * group;  // queries per kv head
-  const auto blocks = [](KvType t) { return t == KvType::q8_0 || t == KvType::q4_0; };
-  if (attn_group_supported() && (per_head >= kGroupMinQueries || blocks(kv.types().k) || blocks(kv.types().v))) {
+  if (attn_group_supported() && per_head >= kGroupMinQueries) {
     // Jobs: chunks of up to kGroupQueries queries of one kv head, head after head (so the
     // threads share one head's K/V in the cache: at depth all heads' K/V do not fit), latest
     // tokens (most keys) first. With fewer kv heads than threads the chunks shrink until

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 #include "tensor/kernels_impl.h"
 
 namespace ws {
@@ -80,6 +81,11 @@ void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa) {
     for (int l = 0; l < 16; ++l) lanes[l] = acc[size_t(l) * size_t(hd) + size_t(d)];
     out[d] = tree16(lanes);
   }
+}
+
+void widen_rows(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out, Isa isa) {
+  if (isa == Isa::avx2) return detail::widen_rows_avx2(t, rows, stride, n, hd, out);
+  for (int32_t i = 0; i < n; ++i) dequantize_row(t, rows + size_t(i) * stride, out + size_t(i) * size_t(hd), hd);
 }
 
 // Same CPU choice as the matmuls (WARMSTART_ISA=scalar keeps the per-query kernels); both

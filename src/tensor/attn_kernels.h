@@ -70,6 +70,11 @@ bool attn_group_supported();
 void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                 DType vt, int32_t hd, float scale);
 
+// n rows of hd elements of type t (f16, q8_0 or q4_0), row i at rows + i * stride bytes,
+// widened into out ([n][hd] f32): the values dequantize_row gives, 8 at a time on AVX2 (the
+// per-query kernels read quantized K/V this way, a slice of a page at a time).
+void widen_rows(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out, Isa isa);
+
 // One row of a selective-scan state: s[i] = s[i] * decay + b[i] * x for i < n, returns
 // sum_i s[i] * c[i] (new state) accumulated in a fixed order that depends only on n.
 float ssm_row_update(float* s, const float* b, const float* c, float decay, float x, int64_t n, Isa isa);
@@ -82,6 +87,7 @@ double softmax_exp_avx2(float* x, int32_t n, float max);
 void scale_avx2(float* x, int32_t n, float v);
 void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out);
+void widen_rows_avx2(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out);
 void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                      DType vt, int32_t hd, float scale);
 // The AVX-512 parts of the AVX2 per-query kernels: scores of whole runs of 16 keys (hd a

@@ -133,6 +133,13 @@ struct Avx2Lanes {
 
 }  // namespace
 
+void widen_rows_avx2(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out) {
+  for (int32_t i = 0; i < n; ++i) {
+    float* dst = out + size_t(i) * size_t(hd);
+    row_f32(rows + size_t(i) * stride, t, 0, hd, dst);  // writes dst: t is not f32
+  }
+}
+
 void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                       DType vt, int32_t hd, float scale) {
   attn_group_impl<Avx2Lanes>(g, k_rows, v_rows, n, kt, vt, hd, scale);
