@@ -5,7 +5,8 @@
 // and every repetition forks that state, as a warm turn forks a cached conversation (the
 // fill's own speed is reported as the cold prefill of the history: depth_prefill_ts).
 // Mean and sample standard deviation over -r repetitions after one warm-up; --json prints
-// a list with one object per test using llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, ...).
+// a list with one object per test using llama-bench's field names (n_prompt, n_gen,
+// avg_ts, stddev_ts, ...).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -126,11 +126,16 @@ class ChatSession {
   TurnResult last_;
 };
 
+// One line per turn, each number named. The prompt's computed tokens are the ones not reused:
+// TurnResult::computed also counts the reply's tokens fed back to the model, which is how
+// it could exceed the prompt ("prompt 24 tokens: reused 0, computed 28" confused users).
 void print_stats(const TurnResult& r) {
   const double gen_s = (r.total_ms - r.ttft_ms) / 1000.0;
-  std::fprintf(stderr, "[prompt %d tokens: reused %d, computed %d | ttft %.1f ms | %zu tokens", r.prompt_tokens,
-               r.reused, r.computed, r.ttft_ms, r.generated.size());
-  if (r.generated.size() > 1 && gen_s > 0) std::fprintf(stderr, ", %.1f tok/s", double(r.generated.size() - 1) / gen_s);
+  std::fprintf(stderr,
+               "[prompt %d tokens: %d reused from earlier turns, %d computed | first token after %.0f ms"
+               " | reply %zu tokens",
+               r.prompt_tokens, r.reused, r.prompt_tokens - r.reused, r.ttft_ms, r.generated.size());
+  if (r.generated.size() > 1 && gen_s > 0) std::fprintf(stderr, " at %.1f tok/s", double(r.generated.size() - 1) / gen_s);
   std::fprintf(stderr, "]\n");
 }
 
