@@ -9,7 +9,6 @@
 #include "tensor/activation.h"
 #include "tensor/attn_kernels.h"
 #include "tensor/hadamard.h"
-#include "tensor/quant.h"
 
 namespace ws::ops {
 
@@ -225,24 +224,30 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
     r.n = std::min(r.n, kSliceKeys);
     return r;
   };
-  // The next slice's rows are asked for while this one is worked on: pages are separate
-  // allocations of a few KB per head, too short for the hardware prefetcher to get going
-  // (asking further ahead made no difference).
-  const auto prefetch_next = [&](int32_t p, bool keys) {
-    if (p > last) return;
-    const KvStore::RowSpan r = slice(p);
+  // work(p, rows) for each slice of K (keys) or V in order; the next slice's rows are asked
+  // for while one is worked on: pages are separate allocations of a few KB per head, too
+  // short for the hardware prefetcher to get going (asking further ahead made no difference).
+  const auto each_slice = [&](bool keys, auto&& work) {
     const size_t hb = kv.head_bytes(keys);
-    const uint8_t* base = (keys ? r.k : r.v) + size_t(g) * r.head_stride * hb;
-    for (int32_t i = 0; i < r.n; ++i)
-      for (size_t b = 0; b < hb; b += 64) __builtin_prefetch(base + size_t(i) * r.row_stride * hb + b);
+    KvStore::RowSpan r = slice(first);
+    for (int32_t p = first;;) {
+      const int32_t next = p + r.n;
+      KvStore::RowSpan after;
+      if (next <= last) {
+        after = slice(next);
+        const uint8_t* base = (keys ? after.k : after.v) + size_t(g) * after.head_stride * hb;
+        for (int32_t i = 0; i < after.n; ++i)
+          for (size_t b = 0; b < hb; b += 64) __builtin_prefetch(base + size_t(i) * after.row_stride * hb + b);
+      }
+      work(p, head_rows(kv, r, keys, g, widened));
+      if (next > last) return;
+      p = next;
+      r = after;
+    }
   };
-  for (int32_t p = first; p <= last;) {
-    const KvStore::RowSpan r = slice(p);
-    prefetch_next(p + r.n, true);
-    const KvRows k = head_rows(kv, r, true, g, widened);
+  each_slice(true, [&](int32_t p, const KvRows& k) {
     for (int i = 0; i < nq; ++i) attn_scores(q + i * hd, k, hd, scale, scores + i * stride + (p - b0), isa);
-    p += r.n;
-  }
+  });
   for (int i = 0; i < nq; ++i) {
     float* s = scores + i * stride;
     std::fill(s, s + (first - b0), neg_inf);
@@ -250,14 +255,10 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
     attn_softmax(s, b1 - b0, isa, sinks ? sinks + i : nullptr);
   }
   std::fill(acc, acc + size_t(nq) * 16 * size_t(hd), 0.f);
-  for (int32_t p = first; p <= last;) {
-    const KvStore::RowSpan r = slice(p);
-    prefetch_next(p + r.n, false);
-    const KvRows v = head_rows(kv, r, false, g, widened);
+  each_slice(false, [&](int32_t p, const KvRows& v) {
     for (int i = 0; i < nq; ++i)
       attn_accumulate(scores + i * stride + (p - b0), v, hd, p & 15, acc + size_t(i) * 16 * size_t(hd), isa);
-    p += r.n;
-  }
+  });
   for (int i = 0; i < nq; ++i) attn_lanes_sum(acc + size_t(i) * 16 * size_t(hd), hd, out + i * hd, isa);
 }
 

@@ -70,7 +70,7 @@ bool attn_group_supported();
 void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                 DType vt, int32_t hd, float scale);
 
-// n rows of hd elements of type t (f16, q8_0 or q4_0), row i at rows + i * stride bytes,
+// n rows of hd elements of type t (any KV storage type), row i at rows + i * stride bytes,
 // widened into out ([n][hd] f32): the values dequantize_row gives, 8 at a time on AVX2 (the
 // per-query kernels read quantized K/V this way, a slice of a page at a time).
 void widen_rows(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out, Isa isa);

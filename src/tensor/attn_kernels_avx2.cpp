@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "tensor/attn_group_impl.h"
 #include "tensor/attn_kernels.h"
@@ -136,7 +137,8 @@ struct Avx2Lanes {
 void widen_rows_avx2(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out) {
   for (int32_t i = 0; i < n; ++i) {
     float* dst = out + size_t(i) * size_t(hd);
-    row_f32(rows + size_t(i) * stride, t, 0, hd, dst);  // writes dst: t is not f32
+    const float* r = row_f32(rows + size_t(i) * stride, t, 0, hd, dst);  // dst, or the row itself for f32
+    if (r != dst) std::memcpy(dst, r, size_t(hd) * sizeof(float));
   }
 }
 
