@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config libpcre2-dev nlohmann-json3-dev libcli11-dev libgtest-dev
       clang-14 libfuzzer-14-dev python3-numpy libcpp-httplib-dev curl
-      libpng-dev libjpeg62-turbo-dev)
+      libpng-dev libjpeg62-turbo-dev
+      libhiredis-dev redis-server haproxy)  # the Redis tier; the replica tests run Redis and HAProxy
 # Node 20 + npm for tests/e2e (the official `openai` client). A node that is already
 # installed (e.g. from NodeSource, whose package provides npm itself) is kept.
 command -v node >/dev/null || pkgs+=(nodejs)

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "cache/tiers.h"
+
 namespace ws {
 
 const char* boundary_name(Boundary b) {
@@ -97,6 +99,39 @@ PrefixCache::Walk PrefixCache::walk(Node& root, std::span<const Token> prompt) c
 }
 
 Hit PrefixCache::acquire(uint64_t model_id, std::span<const Token> prompt, const ReuseTraits& traits) {
+  Hit hit = acquire_in_ram(model_id, prompt, traits);
+  // Nothing deeper than RAM's can be used unless a tier holds the whole prompt with its
+  // logits, which only a regeneration on another replica needs: not worth a round trip.
+  if (!tiers_ || !enabled() || hit.reuse >= int32_t(prompt.size()) - 1) return hit;
+  // Asked without the lock: a tier may be a network away.
+  if (auto found = tiers_->find(model_id, prompt, hit.reuse)) adopt(model_id, prompt, std::move(*found), hit);
+  return hit;
+}
+
+void PrefixCache::adopt(uint64_t model_id, std::span<const Token> prompt, TierHit found, Hit& hit) {
+  std::lock_guard lock(mu_);
+  if (Node* old = hit.node_id ? find_node(hit.node_id) : nullptr; old && old->pins > 0) --old->pins;
+  if (hit.node_id) --stats_.hits;  // counted again by pin()
+  else --stats_.misses;
+  Node* n = insert(root_for(model_id), prompt.first(size_t(found.depth)));
+  if (!n->checkpoint) {  // (another turn may have stored it meanwhile)
+    n->checkpoint = std::move(found.snapshot);
+    n->kind = Boundary::message;
+    n->evicted = false;
+    account(*n->checkpoint, +1);
+    ++stats_.n_checkpoints;
+  }
+  const int32_t common = std::max(hit.common_prefix, found.depth);
+  hit = Hit{};
+  hit.common_prefix = common;
+  pin(*n, hit, found.depth);
+  hit.tier = found.tier;
+  hit.tier_bytes = found.bytes;
+  hit.tier_ms = found.ms;
+  evict_to_budget();  // (the pinned checkpoint stays)
+}
+
+Hit PrefixCache::acquire_in_ram(uint64_t model_id, std::span<const Token> prompt, const ReuseTraits& traits) {
   std::lock_guard lock(mu_);
   ++stats_.lookups;
   Hit hit;
@@ -280,6 +315,7 @@ void PrefixCache::put(uint64_t model_id, std::span<const Token> prefix, Snapshot
   n->kind = kind;
   n->evicted = false;
   account(*n->checkpoint, +1);
+  if (tiers_) tiers_->offer(model_id, prefix, n->checkpoint);
   ++stats_.checkpoints_stored;
   ++stats_.n_checkpoints;
   evict_to_budget();

@@ -16,6 +16,8 @@
 namespace ws {
 
 using Token = int32_t;
+class CheckpointTiers;
+struct TierHit;
 
 enum class Boundary : uint8_t { message, media, periodic, frontier, reply };
 const char* boundary_name(Boundary b);
@@ -33,6 +35,11 @@ struct Hit {
   int32_t common_prefix = 0;   // longest prefix shared with anything cached
   std::string miss_reason;     // why less than common_prefix (and < prompt-1) was reused; "" otherwise
   uint64_t node_id = 0;        // pin handle: pass to release()
+  // Where the checkpoint came from when it was not in RAM: a storage tier's name, the
+  // bytes it moved and the time the lookup, transfer and checks took.
+  std::string tier;
+  size_t tier_bytes = 0;
+  double tier_ms = 0;
 };
 
 struct CacheStats {
@@ -80,6 +87,11 @@ class PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   bool enabled() const { return stats_.budget_bytes > 0; }
+  // Storage tiers below RAM (cache/tiers.h; may be null): every checkpoint stored is
+  // offered to them, and a lookup that finds nothing as deep in RAM asks them. Set before
+  // the first lookup; the tiers outlive the cache's use.
+  void attach_tiers(CheckpointTiers* tiers) { tiers_ = tiers; }
+  const CheckpointTiers* tiers() const { return tiers_; }
   // Deepest usable state for `prompt` of model `model_id`. At least one token is left to
   // compute (its logits are needed) unless a checkpoint of the whole prompt holds them.
   // The returned node is pinned (never evicted) until release().
@@ -116,6 +128,9 @@ class PrefixCache {
     int32_t matched = 0;         // common prefix length
   };
 
+  Hit acquire_in_ram(uint64_t model_id, std::span<const Token> prompt, const ReuseTraits& traits);
+  // Replaces `hit` by a checkpoint a tier found at prompt[0..depth), kept in RAM from now on.
+  void adopt(uint64_t model_id, std::span<const Token> prompt, TierHit found, Hit& hit);
   Node& root_for(uint64_t model_id);
   Walk walk(Node& root, std::span<const Token> prompt) const;
   Node* insert(Node& root, std::span<const Token> prefix);
@@ -130,6 +145,7 @@ class PrefixCache {
   std::map<const KvPage*, int> page_refs_;           // pages referenced by checkpoints
   uint64_t next_id_ = 1, clock_ = 0;
   CacheStats stats_;
+  CheckpointTiers* tiers_ = nullptr;
 };
 
 }  // namespace ws

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "cache/tiers.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "chat/builtin_templates.h"
@@ -39,6 +40,9 @@ struct ServeOptions {
   CliCheckpoints checkpoints;
   int queue = 16;
   double budget_mb = -1;  // < 0: default_cache_budget_mb()
+  std::string cache_dir, cache_redis;
+  double cache_disk_mb = 4096;
+  RedisOptions redis;
   server::ConnectionLimits limits;
   double max_body_mb = 64;
   int64_t max_image_pixels = int64_t(4096) * 4096;
@@ -55,6 +59,7 @@ class ShutdownOnSignal {
     sigaddset(&set_, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
+    std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails a cache write (EFBIG), not the server
   }
   void start(server::Server& srv) {
     waiter_ = std::thread([this, &srv] {
@@ -115,6 +120,36 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// --cache-dir and --cache-redis: the stores under the RAM cache, disk first.
+std::unique_ptr<CheckpointTiers> open_tiers(const ServeOptions& o, const MemoryOptions& memory) {
+  std::vector<std::unique_ptr<RecordStore>> stores;
+  if (!o.cache_dir.empty()) {
+    auto disk = std::make_unique<DiskStore>(o.cache_dir, size_t(o.cache_disk_mb * 1024 * 1024));
+    const auto r = disk->recovery();
+    std::fprintf(stderr,
+                 "warmstart serve: disk tier %s: %zu checkpoints and %zu pages (%.1f MiB of %.0f), %zu leftover files "
+                 "removed\n",
+                 o.cache_dir.c_str(), r.checkpoints, r.pages, double(disk->bytes_in_use()) / (1 << 20), o.cache_disk_mb,
+                 r.removed);
+    stores.push_back(std::move(disk));
+  }
+  if (!o.cache_redis.empty()) {
+    RedisOptions redis = parse_redis_address(o.cache_redis);
+    redis.password = o.redis.password;
+    redis.user = o.redis.user;
+    redis.key_prefix = o.redis.key_prefix;
+    redis.timeout_ms = o.redis.timeout_ms;
+    redis.ttl_s = o.redis.ttl_s;
+    if (redis.password.empty())
+      if (const char* p = std::getenv("WARMSTART_REDIS_PASSWORD")) redis.password = p;
+    std::fprintf(stderr, "warmstart serve: redis tier %s:%d, keys %s*, timeout %d ms\n", redis.host.c_str(), redis.port,
+                 redis.key_prefix.c_str(), redis.timeout_ms);
+    stores.push_back(std::make_unique<RedisStore>(std::move(redis)));
+  }
+  if (stores.empty()) return nullptr;
+  return std::make_unique<CheckpointTiers>(std::move(stores), memory);
+}
+
 int run_serve(ServeOptions o) {
   if (o.reranking)
     throw std::runtime_error("--reranking: warmstart has no reranking models yet (llama-server's /rerank needs a "
@@ -135,6 +170,8 @@ int run_serve(ServeOptions o) {
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
   eo.memory.kv_types = o.kv.types();
+  const std::unique_ptr<CheckpointTiers> tiers = open_tiers(o, eo.memory);
+  if (tiers && cache.enabled()) cache.attach_tiers(tiers.get());
   // A turn's micro-batches fit a step, so a client that leaves mid-prompt is noticed
   // within about one step (TurnRequest::cancelled is polled between micro-batches).
   eo.n_ubatch = std::min(o.ubatch, o.step_tokens);
@@ -209,6 +246,24 @@ Command add_serve(CLI::App& root) {
   app->add_option("--cache-budget-mb,--cache-ram", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
       ->check(CLI::NonNegativeNumber);
   add_checkpoint_options(app, o->checkpoints);
+  app->add_option("--cache-dir", o->cache_dir,
+                  "directory where checkpoints are kept across restarts (written through as they are taken, found "
+                  "when RAM has nothing as deep; docs/cache-tiers.md)");
+  app->add_option("--cache-disk-mb", o->cache_disk_mb, "size of --cache-dir in MiB; least recently used go first "
+                  "(default 4096)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--cache-redis", o->cache_redis,
+                  "HOST:PORT of a Redis server sharing checkpoints between replicas (after RAM and --cache-dir)");
+  app->add_option("--cache-redis-password", o->redis.password,
+                  "Redis AUTH password (or set WARMSTART_REDIS_PASSWORD, which stays out of the process list)");
+  app->add_option("--cache-redis-user", o->redis.user, "Redis ACL user for AUTH (default: the default user)");
+  app->add_option("--cache-redis-prefix", o->redis.key_prefix, "prefix of every Redis key (default warmstart:)");
+  app->add_option("--cache-redis-timeout-ms", o->redis.timeout_ms,
+                  "Redis connect and command timeout; past it the turn goes on without Redis (default 500)")
+      ->check(CLI::Range(1, 600000));
+  app->add_option("--cache-redis-ttl", o->redis.ttl_s,
+                  "seconds a record lives in Redis (0: until Redis's maxmemory-policy evicts it; default 0)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--queue", o->queue, "requests that may wait for a slot; more get 503")->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", o->chat_template,
                   "chat template: a built-in's name (chatml, llama3, ...), a file, or the Jinja text itself "

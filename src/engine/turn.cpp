@@ -215,6 +215,9 @@ TurnResult Engine::run_samples(const TurnRequest& req, const SampleSink& sink) {
   if (cache_ && cache_->enabled()) hit = cache_->acquire(model_.config().model_id, req.prompt, traits_);
   res.common_prefix = hit.common_prefix;
   res.miss_reason = hit.miss_reason;
+  res.reuse_tier = hit.tier;
+  res.tier_bytes = hit.tier_bytes;
+  res.tier_ms = hit.tier_ms;
   align_hit_to_media(req, hit, res);
   SeqState state = model_.make_state(opt_.memory);
   res.reused = restore_hit(hit, state, res);

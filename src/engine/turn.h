@@ -73,6 +73,11 @@ struct TurnResult {
   std::vector<Token> generated;       // sampled tokens (an end-of-generation token is not included)
   int32_t prompt_tokens = 0, reused = 0, computed = 0, common_prefix = 0;
   std::string miss_reason;
+  // The reused checkpoint came from a storage tier ("disk", "redis"; "" = RAM or none):
+  // the bytes it moved and the time it took (part of ttft_ms).
+  std::string reuse_tier;
+  size_t tier_bytes = 0;
+  double tier_ms = 0;
   double ttft_ms = 0, restore_ms = 0, total_ms = 0;
   double checkpoint_ms = 0;           // snapshots inside the prompt (part of ttft_ms)
   double frontier_ms = 0;             // the snapshot of the whole prompt, after the first token (not in ttft_ms)

@@ -208,6 +208,7 @@ void Server::handle_models(const httplib::Request&, httplib::Response& res) {
 void Server::handle_metrics(const httplib::Request&, httplib::Response& res) {
   MetricsSnapshot now;
   now.cache = cache_.stats();
+  if (const CheckpointTiers* tiers = cache_.tiers()) now.tiers = tiers->stats();
   now.slots_total = slots_.size();
   now.slots_busy = slots_.busy();
   now.queue_waiting = slots_.waiting();

@@ -62,6 +62,44 @@ void render_steps(std::ostringstream& o, const StepStats& s) {
          s.decode_tokens_per_second);
 }
 
+// One family per quantity, a `tier` label per store ("disk", "redis").
+void render_tiers(std::ostringstream& o, const std::vector<TierStats>& tiers) {
+  if (tiers.empty()) return;
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    header(o, name, type, help);
+    for (const TierStats& t : tiers) o << name << "{tier=\"" << t.name << "\"} " << value(t) << '\n';
+  };
+  family("warmstart_tier_up", "gauge", "1 if the tier's last call succeeded",
+         [](const TierStats& t) { return t.available ? 1 : 0; });
+  family("warmstart_tier_lookups_total", "counter", "Lookups that reached the tier (RAM had nothing as deep)",
+         [](const TierStats& t) { return t.lookups; });
+  family("warmstart_tier_hits_total", "counter", "Lookups the tier answered with a checkpoint",
+         [](const TierStats& t) { return t.hits; });
+  family("warmstart_tier_read_bytes_total", "counter", "Bytes of checkpoints and pages read from the tier",
+         [](const TierStats& t) { return t.bytes_read; });
+  family("warmstart_tier_read_seconds_total", "counter", "Time of the tier's hits: lookup, transfer and checks",
+         [](const TierStats& t) { return t.read_ms / 1000.0; });
+  family("warmstart_tier_checkpoints_written_total", "counter", "Checkpoints written to the tier",
+         [](const TierStats& t) { return t.checkpoints_written; });
+  family("warmstart_tier_pages_written_total", "counter", "KV pages written to the tier (each stored once)",
+         [](const TierStats& t) { return t.pages_written; });
+  family("warmstart_tier_written_bytes_total", "counter", "Bytes written to the tier",
+         [](const TierStats& t) { return t.bytes_written; });
+  family("warmstart_tier_read_errors_total", "counter", "Lookups the tier failed (down, timed out, I/O error)",
+         [](const TierStats& t) { return t.read_errors; });
+  family("warmstart_tier_write_errors_total", "counter", "Writes the tier failed (down, timed out, disk full)",
+         [](const TierStats& t) { return t.write_errors; });
+  family("warmstart_tier_records_rejected_total", "counter",
+         "Records that failed their checks (truncated, corrupted, other model) and were dropped",
+         [](const TierStats& t) { return t.records_rejected; });
+  family("warmstart_tier_writes_skipped_total", "counter", "Checkpoints not written because the write queue was full",
+         [](const TierStats& t) { return t.writes_skipped; });
+  family("warmstart_tier_bytes", "gauge", "Bytes the tier holds (disk; Redis reports its own)",
+         [](const TierStats& t) { return t.bytes_in_use; });
+  family("warmstart_tier_evictions_total", "counter", "Checkpoints evicted from the tier to stay within its budget",
+         [](const TierStats& t) { return t.evictions; });
+}
+
 }  // namespace
 
 std::string Metrics::render(const MetricsSnapshot& now) const {
@@ -105,6 +143,7 @@ std::string Metrics::render(const MetricsSnapshot& now) const {
          c.restore_ms_total / 1000.0);
   metric(o, "warmstart_cache_checkpoint_seconds_total", "counter",
          "Time spent taking checkpoints of prompts (the frontier included)", c.checkpoint_ms_total / 1000.0);
+  render_tiers(o, now.tiers);
   metric(o, "warmstart_slots", "gauge", "Slots (--parallel)", now.slots_total);
   metric(o, "warmstart_slots_busy", "gauge", "Slots running a turn", now.slots_busy);
   metric(o, "warmstart_queue_waiting", "gauge", "Requests waiting for a slot", now.queue_waiting);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cache/prefix_cache.h"
+#include "cache/tiers.h"
 #include "engine/step_loop.h"
 #include "engine/turn.h"
 
@@ -16,6 +17,7 @@ namespace ws::server {
 // Point-in-time values that belong to other components, passed in when rendering.
 struct MetricsSnapshot {
   CacheStats cache;
+  std::vector<TierStats> tiers;  // --cache-dir, --cache-redis (in lookup order)
   int slots_total = 0, slots_busy = 0, queue_waiting = 0;
   StepStats steps;
 };

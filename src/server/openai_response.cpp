@@ -86,7 +86,10 @@ json timings_json(const TurnResult& t) {
           {"cache_n", t.reused},
           {"restore_ms", t.restore_ms},          // warmstart's own: parts of prompt_ms
           {"checkpoint_ms", t.checkpoint_ms},
-          {"frontier_ms", t.frontier_ms}};       // part of predicted_ms (taken after the first token)
+          {"frontier_ms", t.frontier_ms},        // part of predicted_ms (taken after the first token)
+          {"cache_tier", t.reuse_tier.empty() ? (t.reused > 0 ? "ram" : "none") : t.reuse_tier},
+          {"tier_bytes", t.tier_bytes},          // moved from the tier (disk, redis) for this turn
+          {"tier_ms", t.tier_ms}};               // its lookup, transfer and checks (part of prompt_ms)
 }
 
 json chat_logprobs_json(std::span<const TokenInfo> tokens) {
