@@ -234,6 +234,10 @@ TEST_F(ServerTest, ErrorsUseOpenAiErrorObjects) {
   expect_error(b.dump(), 400, "stop");
   b = ok, b["n"] = 0;
   expect_error(b.dump(), 400, "n");
+  b = ok, b["prompt_cache_key"] = 42;
+  expect_error(b.dump(), 400, "prompt_cache_key");
+  b = ok, b["prompt_cache_key"] = "conversation-7";  // OpenAI's routing hint is accepted
+  EXPECT_EQ(curl(port(), "/v1/chat/completions", b.dump()).status, 200);
   const HttpResult nf = curl(port(), "/v1/nothing");
   EXPECT_EQ(nf.status, 404);
   EXPECT_TRUE(nf.j().contains("error"));

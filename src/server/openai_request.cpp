@@ -168,6 +168,13 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
     if (!m->is_string()) throw wrong_type("model", "a string", *m);
     g.model = m->get<std::string>();
   }
+  // OpenAI's routing hint: a proxy in front of the replicas hashes it to keep a
+  // conversation where its cache is (deploy/). The server itself needs nothing from it.
+  if (const json* k = field(body, "prompt_cache_key")) {
+    if (!k->is_string()) throw wrong_type("prompt_cache_key", "a string", *k);
+    if (k->get_ref<const std::string&>().size() > 1024)
+      throw bad_request("'prompt_cache_key' is longer than 1024 bytes", "prompt_cache_key", "invalid_value");
+  }
   // Each reply past the first holds its own fork of the state (KV included), hence a cap.
   if (openai_lengths) {
     g.n = int32_t(get_int(body, "n", 1, 1, kMaxChoices));
