@@ -397,7 +397,7 @@ TEST(RedisTier, ACorruptedRecordIsDroppedFromRedis) {
   const uint64_t id = tier_identity(kModel, layout());
   const RecordKey key = prefix_keys(id, seq)[39];
   RedisStore raw(redis.options());
-  auto bytes = *raw.get(RecordKind::checkpoint, id, {&key, 1})[0];
+  auto bytes = *raw.get(RecordKind::checkpoint, id, key);
   bytes[bytes.size() / 3] ^= 4;
   const StoredRecord rec{RecordKind::checkpoint, key, bytes, 40};
   raw.put(id, {&rec, 1});

@@ -194,9 +194,8 @@ std::vector<int32_t> DiskStore::stored_depths(uint64_t identity, std::span<const
   return out;
 }
 
-std::vector<std::optional<std::vector<uint8_t>>> DiskStore::get(RecordKind kind, uint64_t identity,
-                                                                std::span<const RecordKey> keys) {
-  std::vector<std::optional<std::vector<uint8_t>>> out(keys.size());
+void DiskStore::read(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys, const RecordVisitor& each) {
+  std::vector<uint8_t> buffer;  // [largest record so far] bytes, reused: fresh memory costs page faults
   for (size_t i = 0; i < keys.size(); ++i) {
     {
       std::lock_guard lock(mu_);
@@ -209,14 +208,21 @@ std::vector<std::optional<std::vector<uint8_t>>> DiskStore::get(RecordKind kind,
       }
     }
     const std::string p = path(kind, identity, keys[i]);
-    std::error_code ec;
-    const auto size = fs::file_size(p, ec);
-    if (ec) continue;  // evicted meanwhile
-    std::vector<uint8_t> bytes = read_front(p, size_t(size));
-    if (bytes.size() != size) throw StoreUnavailable("disk tier: cannot read " + p);
-    out[i] = std::move(bytes);
+    FILE* f = std::fopen(p.c_str(), "rb");
+    if (!f) continue;  // evicted meanwhile
+    std::fseek(f, 0, SEEK_END);
+    const long size = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    if (size < 0) {
+      std::fclose(f);
+      throw StoreUnavailable("disk tier: cannot read " + p);
+    }
+    if (buffer.size() < size_t(size)) buffer.resize(size_t(size));
+    const size_t got = std::fread(buffer.data(), 1, size_t(size), f);
+    std::fclose(f);
+    if (got != size_t(size)) throw StoreUnavailable("disk tier: cannot read " + p);
+    each(i, std::span<const uint8_t>(buffer.data(), got));
   }
-  return out;
 }
 
 std::vector<bool> DiskStore::contains(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "cache/tier_record.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace ws {
 
@@ -40,9 +42,15 @@ class RecordStore {
   virtual const char* name() const = 0;
   // The depths d > min_depth, deepest first, whose checkpoint (key keys[d - 1]) is stored.
   virtual std::vector<int32_t> stored_depths(uint64_t identity, std::span<const RecordKey> keys, int32_t min_depth) = 0;
-  // The records' bytes, nullopt for one that is not stored.
-  virtual std::vector<std::optional<std::vector<uint8_t>>> get(RecordKind kind, uint64_t identity,
-                                                               std::span<const RecordKey> keys) = 0;
+  // Calls each(i, bytes) for every stored record of `keys` (i: its index in keys); the bytes
+  // are valid during the call only (a store reads many pages through one buffer).
+  using RecordVisitor = std::function<void(size_t i, std::span<const uint8_t> bytes)>;
+  virtual void read(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys, const RecordVisitor& each) = 0;
+  std::optional<std::vector<uint8_t>> get(RecordKind kind, uint64_t identity, const RecordKey& key) {
+    std::optional<std::vector<uint8_t>> out;
+    read(kind, identity, {&key, 1}, [&](size_t, std::span<const uint8_t> b) { out.emplace(b.begin(), b.end()); });
+    return out;
+  }
   // Which of `keys` are stored.
   virtual std::vector<bool> contains(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys) = 0;
   // Stores the records in order (pages before the checkpoint naming them, so that a
@@ -68,8 +76,7 @@ class DiskStore final : public RecordStore {
   ~DiskStore() override;
   const char* name() const override { return "disk"; }
   std::vector<int32_t> stored_depths(uint64_t identity, std::span<const RecordKey> keys, int32_t min_depth) override;
-  std::vector<std::optional<std::vector<uint8_t>>> get(RecordKind kind, uint64_t identity,
-                                                       std::span<const RecordKey> keys) override;
+  void read(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys, const RecordVisitor& each) override;
   std::vector<bool> contains(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys) override;
   void put(uint64_t identity, std::span<const StoredRecord> records) override;
   void drop(RecordKind kind, uint64_t identity, const RecordKey& key) override;
@@ -142,19 +149,19 @@ class RedisStore final : public RecordStore {
   ~RedisStore() override;
   const char* name() const override { return "redis"; }
   std::vector<int32_t> stored_depths(uint64_t identity, std::span<const RecordKey> keys, int32_t min_depth) override;
-  std::vector<std::optional<std::vector<uint8_t>>> get(RecordKind kind, uint64_t identity,
-                                                       std::span<const RecordKey> keys) override;
+  void read(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys, const RecordVisitor& each) override;
   std::vector<bool> contains(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys) override;
   void put(uint64_t identity, std::span<const StoredRecord> records) override;
   void drop(RecordKind kind, uint64_t identity, const RecordKey& key) override;
 
  private:
-  struct Reply;
   std::string record_key(RecordKind kind, uint64_t identity, const RecordKey& key) const;
   std::string depths_key(uint64_t identity) const;
   redisContext* connection();  // connected, or throws StoreUnavailable
-  // Sends the commands in one pipeline and returns their replies; throws StoreUnavailable.
-  std::vector<Reply> run(const std::vector<std::vector<std::string_view>>& commands);
+  // Sends the commands in one pipeline and hands each reply to `each` as it arrives (then
+  // frees it); throws StoreUnavailable.
+  void run_each(const std::vector<std::vector<std::string_view>>& commands,
+                const std::function<void(size_t i, const redisReply& reply)>& each);
   [[noreturn]] void fail(const std::string& why);
 
   RedisOptions opt_;

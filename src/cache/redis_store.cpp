@@ -6,13 +6,6 @@
 
 namespace ws {
 
-struct RedisStore::Reply {
-  int type = REDIS_REPLY_NIL;
-  long long integer = 0;
-  std::string str;                    // string, status or error text
-  std::vector<std::string> elements;  // an array of strings (ZRANGE)
-};
-
 RedisOptions parse_redis_address(const std::string& s) {
   RedisOptions o;
   const size_t colon = s.rfind(':');
@@ -69,13 +62,17 @@ redisContext* RedisStore::connection() {
     std::vector<std::string_view> auth = {"AUTH"};
     if (!opt_.user.empty()) auth.push_back(opt_.user);
     auth.push_back(opt_.password);
-    const auto r = run({auth});
-    if (r[0].type == REDIS_REPLY_ERROR) fail("AUTH refused: " + r[0].str);
+    std::string refused;
+    run_each({auth}, [&](size_t, const redisReply& r) {
+      if (r.type == REDIS_REPLY_ERROR) refused.assign(r.str, r.len);
+    });
+    if (!refused.empty()) fail("AUTH refused: " + refused);
   }
   return ctx_;
 }
 
-std::vector<RedisStore::Reply> RedisStore::run(const std::vector<std::vector<std::string_view>>& commands) {
+void RedisStore::run_each(const std::vector<std::vector<std::string_view>>& commands,
+                          const std::function<void(size_t, const redisReply&)>& each) {
   redisContext* c = ctx_ ? ctx_ : connection();
   for (const auto& cmd : commands) {
     std::vector<const char*> argv;   // [argc]
@@ -84,60 +81,59 @@ std::vector<RedisStore::Reply> RedisStore::run(const std::vector<std::vector<std
     if (redisAppendCommandArgv(c, int(argv.size()), argv.data(), argvlen.data()) != REDIS_OK)
       fail(std::string("cannot send: ") + c->errstr);
   }
-  std::vector<Reply> out(commands.size());
-  for (auto& r : out) {
+  // Each reply is handled and freed as it arrives: its memory serves the next one (fresh
+  // memory costs page faults; a lookup moves tens of MiB).
+  for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(c, &raw) != REDIS_OK || !raw)
       fail(c->err == REDIS_ERR_IO && errno == EAGAIN ? "timed out after " + std::to_string(opt_.timeout_ms) + " ms"
                                                      : std::string("connection lost: ") + c->errstr);
-    auto* rep = static_cast<redisReply*>(raw);
-    r.type = rep->type;
-    r.integer = rep->integer;
-    if (rep->str) r.str.assign(rep->str, rep->len);
-    if (rep->type == REDIS_REPLY_ARRAY)
-      for (size_t i = 0; i < rep->elements; ++i)
-        if (rep->element[i]->str) r.elements.emplace_back(rep->element[i]->str, rep->element[i]->len);
-    freeReplyObject(rep);
+    const std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw), freeReplyObject);
+    if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).substr(0, 6) == "NOAUTH")
+      fail("needs AUTH: " + std::string(r->str, r->len));
+    each(i, *r);
   }
-  for (const auto& r : out)
-    if (r.type == REDIS_REPLY_ERROR && r.str.rfind("NOAUTH", 0) == 0) fail("needs AUTH: " + r.str);
-  return out;
 }
+
+namespace {
+
+bool is_one(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.integer == 1; }
+
+}  // namespace
 
 std::vector<int32_t> RedisStore::stored_depths(uint64_t identity, std::span<const RecordKey> keys, int32_t min_depth) {
   std::lock_guard lock(mu_);
   const std::string dk = depths_key(identity), max = std::to_string(keys.size()), min = "(" + std::to_string(min_depth);
-  const auto listed = run({{"ZREVRANGEBYSCORE", dk, max, min, "LIMIT", "0", "256"}});
   std::vector<int32_t> depths;
-  for (const auto& e : listed[0].elements) {
-    const long d = std::strtol(e.c_str(), nullptr, 10);
-    if (d > min_depth && size_t(d) <= keys.size()) depths.push_back(int32_t(d));
-  }
-  // The set lists depths of every conversation: which of these are this prompt's?
+  run_each({{"ZREVRANGEBYSCORE", dk, max, min, "LIMIT", "0", "256"}}, [&](size_t, const redisReply& r) {
+    for (size_t i = 0; r.type == REDIS_REPLY_ARRAY && i < r.elements; ++i) {
+      const redisReply* e = r.element[i];
+      if (e->type != REDIS_REPLY_STRING) continue;
+      const long d = std::strtol(std::string(e->str, e->len).c_str(), nullptr, 10);
+      if (d > min_depth && size_t(d) <= keys.size()) depths.push_back(int32_t(d));
+    }
+  });
+  // The set lists the depths of every conversation: which of these are this prompt's?
   std::vector<std::string> names;
   for (int32_t d : depths) names.push_back(record_key(RecordKind::checkpoint, identity, keys[size_t(d - 1)]));
   std::vector<std::vector<std::string_view>> cmds;
   for (const auto& n : names) cmds.push_back({"EXISTS", n});
-  const auto exists = cmds.empty() ? std::vector<Reply>{} : run(cmds);
   std::vector<int32_t> out;
-  for (size_t i = 0; i < depths.size(); ++i)
-    if (exists[i].type == REDIS_REPLY_INTEGER && exists[i].integer == 1) out.push_back(depths[i]);
+  run_each(cmds, [&](size_t i, const redisReply& r) {
+    if (is_one(r)) out.push_back(depths[i]);
+  });
   return out;
 }
 
-std::vector<std::optional<std::vector<uint8_t>>> RedisStore::get(RecordKind kind, uint64_t identity,
-                                                                 std::span<const RecordKey> keys) {
+void RedisStore::read(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys, const RecordVisitor& each) {
   std::lock_guard lock(mu_);
   std::vector<std::string> names;
   for (const auto& k : keys) names.push_back(record_key(kind, identity, k));
   std::vector<std::vector<std::string_view>> cmds;
   for (const auto& n : names) cmds.push_back({"GET", n});
-  std::vector<std::optional<std::vector<uint8_t>>> out(keys.size());
-  if (cmds.empty()) return out;
-  const auto replies = run(cmds);
-  for (size_t i = 0; i < keys.size(); ++i)
-    if (replies[i].type == REDIS_REPLY_STRING) out[i].emplace(replies[i].str.begin(), replies[i].str.end());
-  return out;
+  run_each(cmds, [&](size_t i, const redisReply& r) {
+    if (r.type == REDIS_REPLY_STRING) each(i, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.str), r.len));
+  });
 }
 
 std::vector<bool> RedisStore::contains(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys) {
@@ -147,15 +143,13 @@ std::vector<bool> RedisStore::contains(RecordKind kind, uint64_t identity, std::
   std::vector<std::vector<std::string_view>> cmds;
   for (const auto& n : names) cmds.push_back({"EXISTS", n});
   std::vector<bool> out(keys.size());
-  if (cmds.empty()) return out;
-  const auto replies = run(cmds);
-  for (size_t i = 0; i < keys.size(); ++i) out[i] = replies[i].type == REDIS_REPLY_INTEGER && replies[i].integer == 1;
+  run_each(cmds, [&](size_t i, const redisReply& r) { out[i] = is_one(r); });
   return out;
 }
 
 void RedisStore::put(uint64_t identity, std::span<const StoredRecord> records) {
   std::lock_guard lock(mu_);
-  std::vector<std::string> names, depths;
+  std::vector<std::string> names, depths;  // reserved: the commands hold views of them
   names.reserve(records.size());
   depths.reserve(records.size());
   const std::string dk = depths_key(identity), ttl = std::to_string(opt_.ttl_s);
@@ -170,15 +164,17 @@ void RedisStore::put(uint64_t identity, std::span<const StoredRecord> records) {
       cmds.push_back({"ZADD", dk, depths.back(), depths.back()});
     }
   }
-  if (cmds.empty()) return;
-  for (const auto& r : run(cmds))
-    if (r.type == REDIS_REPLY_ERROR) throw StoreUnavailable("redis tier: a write was refused: " + r.str);
+  std::string refused;
+  run_each(cmds, [&](size_t, const redisReply& r) {
+    if (r.type == REDIS_REPLY_ERROR && refused.empty()) refused.assign(r.str, r.len);
+  });
+  if (!refused.empty()) throw StoreUnavailable("redis tier: a write was refused: " + refused);
 }
 
 void RedisStore::drop(RecordKind kind, uint64_t identity, const RecordKey& key) {
   std::lock_guard lock(mu_);
   const std::string name = record_key(kind, identity, key);
-  run({{"DEL", name}});
+  run_each({{"DEL", name}}, [](size_t, const redisReply&) {});
 }
 
 }  // namespace ws

@@ -6,8 +6,9 @@
 //               snapshot (memory/snapshot_codec.h, its pages named by index in the keys),
 //               u64 hash of everything before it.
 //   page        one sealed KV page, stored once however many checkpoints name it:
-//               "WSPAGE01", u32 version, u64 identity, 16-byte key, u64 + K bytes, u64 + V
-//               bytes, u64 hash of everything before it.
+//               "WSPAGE01", u32 version, u64 identity, 16-byte key, u64 K size, u64 V size,
+//               u64 hash of the header so far, then the K bytes and the V bytes. The key
+//               is a 128-bit hash of K and V: it is the bytes' checksum.
 //
 // A checkpoint's key derives from the identity and its token prefix (prefix_keys), a
 // page's from its bytes (page_key), so equal contents get equal keys in every process.

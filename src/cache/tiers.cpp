@@ -86,24 +86,24 @@ std::optional<TierHit> CheckpointTiers::find_in(size_t index, uint64_t identity,
     }
     for (int32_t d : depths) {
       const RecordKey& key = keys[size_t(d - 1)];
-      auto rec = std::move(store.get(RecordKind::checkpoint, identity, {&key, 1})[0]);
+      const auto rec = store.get(RecordKind::checkpoint, identity, key);
       if (!rec) continue;
       size_t bytes = rec->size();
       const std::string label = std::string(store.name()) + " record " + key.hex();
       try {
         const CheckpointHeader h = read_checkpoint_header(*rec, label);
-        std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const KvPage>> pages;
-        auto page_bytes = store.get(RecordKind::page, identity, h.pages);
-        for (size_t p = 0; p < h.pages.size(); ++p) {
-          if (!page_bytes[p]) continue;  // missing: decode_checkpoint says so
-          bytes += page_bytes[p]->size();
+        std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const KvPage>> pages;  // missing: decode says so
+        std::vector<std::pair<size_t, std::string>> bad;  // pages (of h.pages) that failed, and why
+        store.read(RecordKind::page, identity, h.pages, [&](size_t p, std::span<const uint8_t> b) {
+          bytes += b.size();
           try {
             pages[{h.pages[p].hi, h.pages[p].lo}] =
-                decode_page(*page_bytes[p], std::string(store.name()) + " page " + h.pages[p].hex(), identity, h.pages[p]);
+                decode_page(b, std::string(store.name()) + " page " + h.pages[p].hex(), identity, h.pages[p]);
           } catch (const std::runtime_error& e) {
-            reject(RecordKind::page, h.pages[p], e.what());
+            bad.emplace_back(p, e.what());
           }
-        }
+        });
+        for (const auto& [p, why] : bad) reject(RecordKind::page, h.pages[p], why);
         auto snapshot = std::make_shared<Snapshot>(
             decode_checkpoint(*rec, label, identity, model_id, prompt.first(size_t(d)), [&](const RecordKey& k) {
               auto it = pages.find({k.hi, k.lo});
