@@ -3,7 +3,7 @@
 # project in <build_dir>/fuzz) and fuzzes it for a bounded time, starting from the
 # committed regression corpus fuzz/corpus/<target>/ plus seeds taken from the fixtures.
 # Usage: tests/fuzz.sh <build_dir> <source_dir> <target> [seconds]
-#   targets: gguf tokenizer chat_template openai_request image snapshot
+#   targets: gguf tokenizer chat_template openai_request image snapshot tier_record
 #   WS_FUZZ_SECONDS  run time (overrides the argument; default 15)
 #   WS_FUZZ_CXX      compiler (default clang++-14)
 #   WS_FUZZ_JOBS     parallel compile jobs (default 2)
@@ -42,6 +42,7 @@ case "$target" in
   openai_request) max_len=32768 ;;
   image) max_len=65536; seed_globs=("$fixtures/images/*.png") ;;
   snapshot) max_len=512 ;;
+  tier_record) max_len=256 ;;
 esac
 
 # One build tree for all targets; ctest may run several targets at once, so serialise it.

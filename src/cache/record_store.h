@@ -157,18 +157,22 @@ class RedisStore final : public RecordStore {
  private:
   std::string record_key(RecordKind kind, uint64_t identity, const RecordKey& key) const;
   std::string depths_key(uint64_t identity) const;
-  redisContext* connection();  // connected, or throws StoreUnavailable
+  // Lookups and writes have a connection each: a lookup never waits behind a large write.
+  struct Connection {
+    std::mutex mu;  // one command pipeline at a time; held by the caller of the methods below
+    redisContext* ctx = nullptr;
+    std::chrono::steady_clock::time_point retry_at{};
+    std::string last_failure;  // what the last failed call said
+  };
+  redisContext* connect(Connection& c);  // connected, or throws StoreUnavailable
   // Sends the commands in one pipeline and hands each reply to `each` as it arrives (then
   // frees it); throws StoreUnavailable.
-  void run_each(const std::vector<std::vector<std::string_view>>& commands,
+  void run_each(Connection& c, const std::vector<std::vector<std::string_view>>& commands,
                 const std::function<void(size_t i, const redisReply& reply)>& each);
-  [[noreturn]] void fail(const std::string& why);
+  [[noreturn]] void fail(Connection& c, const std::string& why);
 
   RedisOptions opt_;
-  std::mutex mu_;  // one command pipeline at a time on the connection
-  redisContext* ctx_ = nullptr;
-  std::chrono::steady_clock::time_point retry_at_{};
-  std::string last_failure_;  // what the last failed call said
+  Connection lookups_, writes_;
 };
 
 }  // namespace ws

@@ -26,7 +26,8 @@ RedisOptions parse_redis_address(const std::string& s) {
 RedisStore::RedisStore(RedisOptions options) : opt_(std::move(options)) {}
 
 RedisStore::~RedisStore() {
-  if (ctx_) redisFree(ctx_);
+  for (Connection* c : {&lookups_, &writes_})
+    if (c->ctx) redisFree(c->ctx);
 }
 
 std::string RedisStore::record_key(RecordKind kind, uint64_t identity, const RecordKey& key) const {
@@ -41,56 +42,57 @@ std::string RedisStore::depths_key(uint64_t identity) const {
   return opt_.key_prefix + "d:" + id;
 }
 
-void RedisStore::fail(const std::string& why) {
-  if (ctx_) redisFree(ctx_);
-  ctx_ = nullptr;
-  retry_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(opt_.retry_after_ms);
-  last_failure_ = "redis tier " + opt_.host + ":" + std::to_string(opt_.port) + ": " + why;
-  throw StoreUnavailable(last_failure_);
+void RedisStore::fail(Connection& c, const std::string& why) {
+  if (c.ctx) redisFree(c.ctx);
+  c.ctx = nullptr;
+  c.retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(opt_.retry_after_ms);
+  c.last_failure = "redis tier " + opt_.host + ":" + std::to_string(opt_.port) + ": " + why;
+  throw StoreUnavailable(c.last_failure);
 }
 
-redisContext* RedisStore::connection() {
-  if (ctx_) return ctx_;
-  if (std::chrono::steady_clock::now() < retry_at_)
-    throw StoreUnavailable(last_failure_ + " (not retried for " + std::to_string(opt_.retry_after_ms) + " ms)");
+redisContext* RedisStore::connect(Connection& c) {
+  if (c.ctx) return c.ctx;
+  if (std::chrono::steady_clock::now() < c.retry_at)
+    throw StoreUnavailable(c.last_failure + " (not retried for " + std::to_string(opt_.retry_after_ms) + " ms)");
   const timeval tv{opt_.timeout_ms / 1000, (opt_.timeout_ms % 1000) * 1000};
-  ctx_ = redisConnectWithTimeout(opt_.host.c_str(), opt_.port, tv);
-  if (!ctx_) fail("cannot allocate a connection");
-  if (ctx_->err) fail(std::string("cannot connect: ") + ctx_->errstr);
-  if (redisSetTimeout(ctx_, tv) != REDIS_OK) fail("cannot set the command timeout");
+  c.ctx = redisConnectWithTimeout(opt_.host.c_str(), opt_.port, tv);
+  if (!c.ctx) fail(c, "cannot allocate a connection");
+  if (c.ctx->err) fail(c, std::string("cannot connect: ") + c.ctx->errstr);
+  if (redisSetTimeout(c.ctx, tv) != REDIS_OK) fail(c, "cannot set the command timeout");
   if (!opt_.password.empty()) {
     std::vector<std::string_view> auth = {"AUTH"};
     if (!opt_.user.empty()) auth.push_back(opt_.user);
     auth.push_back(opt_.password);
     std::string refused;
-    run_each({auth}, [&](size_t, const redisReply& r) {
+    run_each(c, {auth}, [&](size_t, const redisReply& r) {
       if (r.type == REDIS_REPLY_ERROR) refused.assign(r.str, r.len);
     });
-    if (!refused.empty()) fail("AUTH refused: " + refused);
+    if (!refused.empty()) fail(c, "AUTH refused: " + refused);
   }
-  return ctx_;
+  return c.ctx;
 }
 
-void RedisStore::run_each(const std::vector<std::vector<std::string_view>>& commands,
+void RedisStore::run_each(Connection& conn, const std::vector<std::vector<std::string_view>>& commands,
                           const std::function<void(size_t, const redisReply&)>& each) {
-  redisContext* c = ctx_ ? ctx_ : connection();
+  redisContext* c = conn.ctx ? conn.ctx : connect(conn);
   for (const auto& cmd : commands) {
     std::vector<const char*> argv;   // [argc]
     std::vector<size_t> argvlen;     // [argc]
     for (auto a : cmd) argv.push_back(a.data()), argvlen.push_back(a.size());
     if (redisAppendCommandArgv(c, int(argv.size()), argv.data(), argvlen.data()) != REDIS_OK)
-      fail(std::string("cannot send: ") + c->errstr);
+      fail(conn, std::string("cannot send: ") + c->errstr);
   }
   // Each reply is handled and freed as it arrives: its memory serves the next one (fresh
   // memory costs page faults; a lookup moves tens of MiB).
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(c, &raw) != REDIS_OK || !raw)
-      fail(c->err == REDIS_ERR_IO && errno == EAGAIN ? "timed out after " + std::to_string(opt_.timeout_ms) + " ms"
-                                                     : std::string("connection lost: ") + c->errstr);
+      fail(conn, c->err == REDIS_ERR_IO && errno == EAGAIN
+                     ? "timed out after " + std::to_string(opt_.timeout_ms) + " ms"
+                     : std::string("connection lost: ") + c->errstr);
     const std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw), freeReplyObject);
     if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).substr(0, 6) == "NOAUTH")
-      fail("needs AUTH: " + std::string(r->str, r->len));
+      fail(conn, "needs AUTH: " + std::string(r->str, r->len));
     each(i, *r);
   }
 }
@@ -102,10 +104,10 @@ bool is_one(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.int
 }  // namespace
 
 std::vector<int32_t> RedisStore::stored_depths(uint64_t identity, std::span<const RecordKey> keys, int32_t min_depth) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(lookups_.mu);
   const std::string dk = depths_key(identity), max = std::to_string(keys.size()), min = "(" + std::to_string(min_depth);
   std::vector<int32_t> depths;
-  run_each({{"ZREVRANGEBYSCORE", dk, max, min, "LIMIT", "0", "256"}}, [&](size_t, const redisReply& r) {
+  run_each(lookups_, {{"ZREVRANGEBYSCORE", dk, max, min, "LIMIT", "0", "1024"}}, [&](size_t, const redisReply& r) {
     for (size_t i = 0; r.type == REDIS_REPLY_ARRAY && i < r.elements; ++i) {
       const redisReply* e = r.element[i];
       if (e->type != REDIS_REPLY_STRING) continue;
@@ -119,36 +121,36 @@ std::vector<int32_t> RedisStore::stored_depths(uint64_t identity, std::span<cons
   std::vector<std::vector<std::string_view>> cmds;
   for (const auto& n : names) cmds.push_back({"EXISTS", n});
   std::vector<int32_t> out;
-  run_each(cmds, [&](size_t i, const redisReply& r) {
+  run_each(lookups_, cmds, [&](size_t i, const redisReply& r) {
     if (is_one(r)) out.push_back(depths[i]);
   });
   return out;
 }
 
 void RedisStore::read(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys, const RecordVisitor& each) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(lookups_.mu);
   std::vector<std::string> names;
   for (const auto& k : keys) names.push_back(record_key(kind, identity, k));
   std::vector<std::vector<std::string_view>> cmds;
   for (const auto& n : names) cmds.push_back({"GET", n});
-  run_each(cmds, [&](size_t i, const redisReply& r) {
+  run_each(lookups_, cmds, [&](size_t i, const redisReply& r) {
     if (r.type == REDIS_REPLY_STRING) each(i, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.str), r.len));
   });
 }
 
 std::vector<bool> RedisStore::contains(RecordKind kind, uint64_t identity, std::span<const RecordKey> keys) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(writes_.mu);
   std::vector<std::string> names;
   for (const auto& k : keys) names.push_back(record_key(kind, identity, k));
   std::vector<std::vector<std::string_view>> cmds;
   for (const auto& n : names) cmds.push_back({"EXISTS", n});
   std::vector<bool> out(keys.size());
-  run_each(cmds, [&](size_t i, const redisReply& r) { out[i] = is_one(r); });
+  run_each(writes_, cmds, [&](size_t i, const redisReply& r) { out[i] = is_one(r); });
   return out;
 }
 
 void RedisStore::put(uint64_t identity, std::span<const StoredRecord> records) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(writes_.mu);
   std::vector<std::string> names, depths;  // reserved: the commands hold views of them
   names.reserve(records.size());
   depths.reserve(records.size());
@@ -165,16 +167,16 @@ void RedisStore::put(uint64_t identity, std::span<const StoredRecord> records) {
     }
   }
   std::string refused;
-  run_each(cmds, [&](size_t, const redisReply& r) {
+  run_each(writes_, cmds, [&](size_t, const redisReply& r) {
     if (r.type == REDIS_REPLY_ERROR && refused.empty()) refused.assign(r.str, r.len);
   });
   if (!refused.empty()) throw StoreUnavailable("redis tier: a write was refused: " + refused);
 }
 
 void RedisStore::drop(RecordKind kind, uint64_t identity, const RecordKey& key) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(lookups_.mu);
   const std::string name = record_key(kind, identity, key);
-  run_each({{"DEL", name}}, [](size_t, const redisReply&) {});
+  run_each(lookups_, {{"DEL", name}}, [](size_t, const redisReply&) {});
 }
 
 }  // namespace ws
