@@ -47,8 +47,13 @@ __attribute__((noinline)) void bf16_pass(const uint32_t* panel, int64_t panel_wo
                                          const uint8_t* const* xt, typename V::F* lanes) {
   constexpr int P = V::kRows;
   typename V::F acc[R][JB][T];  // [R panels][JB lanes][T tokens], rows in vector lanes
+  // Every loop over acc fully unrolled, so that acc stays in registers (GCC otherwise keeps
+  // it in memory and stores all of it on every step of the chunk loop).
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int jj = 0; jj < JB; ++jj)
+#pragma GCC unroll 32
       for (int t = 0; t < T; ++t) acc[r][jj][t] = V::zero();
   const int64_t n_chunks = o.chunks;  // a local: vector stores may alias o (__m256 is may_alias)
   for (int64_t c = 0; c < n_chunks; ++c) {
@@ -66,8 +71,11 @@ __attribute__((noinline)) void bf16_pass(const uint32_t* panel, int64_t panel_wo
       }
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int jj = 0; jj < JB; ++jj)
+#pragma GCC unroll 32
       for (int t = 0; t < T; ++t) lanes[(r * o.lanes + j0 + jj) * T + t] = acc[r][jj][t];
 }
 

@@ -85,13 +85,16 @@ void f16_block(const f16_bits* const* w, int64_t kc, const MatmulArgs& a, int64_
   typename V::F acc[G][T];  // one accumulator per (panel, token), one lane per row
   const float* xt[T];       // T activation rows (f16-rounded, as f32) from column k0
   for (int t = 0; t < T; ++t) xt[t] = reinterpret_cast<const float*>(a.x + size_t(t0 + t) * a.x_stride) + k0;
+  // Every loop over acc fully unrolled, so that acc stays in registers (GCC otherwise keeps
+  // it in memory and stores it on every step).
+#pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     const int n = g == G - 1 ? n_rows_last : P;
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t)
       acc[g][t] = k0 == 0 ? V::zero() : V::load_y(a.y + (t0 + t) * a.y_stride + r0 + g * P, n);
   }
   for (int64_t k = 0; k < kc; ++k) {
-    // Fully unrolled, so that acc stays in registers.
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       const typename V::F wk = V::load_f16(w[g] + k * P);
@@ -99,7 +102,9 @@ void f16_block(const f16_bits* const* w, int64_t kc, const MatmulArgs& a, int64_
       for (int t = 0; t < T; ++t) acc[g][t] = V::fma(wk, xt[t][k], acc[g][t]);
     }
   }
+#pragma GCC unroll 8
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t)
       V::store_y(a.y + (t0 + t) * a.y_stride + r0 + g * P, g == G - 1 ? n_rows_last : P, acc[g][t]);
 }
