@@ -56,7 +56,19 @@ __attribute__((noinline)) void bf16_pass(const uint32_t* panel, int64_t panel_wo
 #pragma GCC unroll 32
       for (int t = 0; t < T; ++t) acc[r][jj][t] = V::zero();
   const int64_t n_chunks = o.chunks;  // a local: vector stores may alias o (__m256 is may_alias)
+  // Decode is memory-bound, and a pass's streams are short (C pairs of a few hundred bytes
+  // at 1k columns) for the hardware prefetcher to ramp up: each step prefetches its share
+  // of the region the next pass reads, which follows this one in memory (the next lanes,
+  // then the tail and the next panel).
+  constexpr int kLinesPerStep = T == 1 ? JB * P * 4 / 64 : 0;  // per panel
+  const char* next[R];
+  for (int r = 0; r < R; ++r)
+    next[r] = reinterpret_cast<const char*>(panel + r * panel_words + (j0 + JB) * n_chunks * P);
   for (int64_t c = 0; c < n_chunks; ++c) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int l = 0; l < kLinesPerStep; ++l) _mm_prefetch(next[r] + (c * kLinesPerStep + l) * 64, _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int jj = 0; jj < JB; ++jj) {
       const int64_t q = (j0 + jj) * n_chunks + c;  // the pair's index in a panel and an activation row
