@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -60,6 +61,16 @@ inline GoldenFixture f32_fixture(const std::string& arch) {
   for (const auto& g : golden_fixtures())
     if (g.arch == arch && g.f32) return g;
   return {};
+}
+
+// The first F32 golden fixture's model of each architecture, by model file name.
+inline std::vector<std::string> one_f32_model_per_arch() {
+  std::map<std::string, std::string> by_arch;
+  for (const auto& g : golden_fixtures())
+    if (g.f32 && (!by_arch.count(g.arch) || g.model < by_arch[g.arch])) by_arch[g.arch] = g.model;
+  std::vector<std::string> out;
+  for (auto& [a, p] : by_arch) out.push_back(p);
+  return out;
 }
 
 // The longest probe of a golden file: the most positions to compare.

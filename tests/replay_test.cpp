@@ -32,16 +32,6 @@ std::pair<std::string, std::vector<size_t>> chatml(const json& messages) {
   return {std::move(r.text), std::move(r.message_ends)};
 }
 
-// The first F32 golden fixture of each architecture, by model file name.
-std::vector<std::string> one_model_per_arch() {
-  std::map<std::string, std::string> by_arch;
-  for (const auto& g : test::golden_fixtures())
-    if (g.f32 && (!by_arch.count(g.arch) || g.model < by_arch[g.arch])) by_arch[g.arch] = g.model;
-  std::vector<std::string> out;
-  for (auto& [a, p] : by_arch) out.push_back(p);
-  return out;
-}
-
 const std::string kSystem =
     "You are a careful assistant for a small hardware shop. Answer briefly, quote prices in euros, and never invent "
     "stock levels. Opening hours are nine to six on weekdays and ten to two on Saturdays.";
@@ -363,6 +353,6 @@ TEST(CheckpointPolicy, PeriodicCheckpointsFillOnlyLongGaps) {
   EXPECT_EQ(from(0), (std::vector<int32_t>{30, 260, 520}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReplayScenarios, ::testing::ValuesIn(one_model_per_arch()), name_of);
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReplayScenarios, ::testing::ValuesIn(test::one_f32_model_per_arch()), name_of);
 
 }  // namespace

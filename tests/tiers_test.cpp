@@ -450,15 +450,6 @@ TEST(RedisTier, DownOrSilentIsSkippedWithinTheTimeout) {
 
 // ---- A conversation continued from the disk tier, on every architecture ----
 
-std::vector<std::string> one_model_per_arch() {
-  std::map<std::string, std::string> by_arch;
-  for (const auto& g : test::golden_fixtures())
-    if (g.f32 && (!by_arch.count(g.arch) || g.model < by_arch[g.arch])) by_arch[g.arch] = g.model;
-  std::vector<std::string> out;
-  for (auto& [a, p] : by_arch) out.push_back(p);
-  return out;
-}
-
 std::pair<std::string, std::vector<size_t>> chatml(const json& messages) {
   chat::RenderedPrompt r = chat::render_chatml(messages, true);
   return {std::move(r.text), std::move(r.message_ends)};
@@ -518,7 +509,7 @@ TEST_P(TiersAcrossRestart, TheNextTurnReusesFromDiskBitIdenticalToCold) {
   if (full_kv) EXPECT_GT(page_files, 0u) << "KV pages are stored as page records";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TiersAcrossRestart, ::testing::ValuesIn(one_model_per_arch()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, TiersAcrossRestart, ::testing::ValuesIn(test::one_f32_model_per_arch()),
                          [](const auto& info) { return test::param_name(info.param); });
 
 }  // namespace
