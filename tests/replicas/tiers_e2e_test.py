@@ -44,9 +44,15 @@ KILL_AFTER = 4  # turns completed before a replica is killed
 
 
 def free_base_port():
-    """A port P with P..P+10 free (HAProxy, three replicas, Redis at P+10)."""
+    """A port P with P..P+10 free (HAProxy, three replicas, Redis at P+10), below the
+    kernel's ephemeral range, where other tests' servers on port 0 and clients land."""
+    low = 32768
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
     for _ in range(200):
-        base = random.randint(20000, 60000)
+        base = random.randint(10000, max(10001, low - 12))
         try:
             for p in range(base, base + 11):
                 with socket.socket() as s:
