@@ -224,6 +224,20 @@ TEST(DiskTier, ABadRecordIsDroppedCountedAndTheLookupGoesOn) {
   EXPECT_FALSE(fs::exists(deep)) << "dropped from the store";
 }
 
+TEST(DiskTier, ACheckpointLargerThanTheRamBudgetIsSkipped) {
+  TempDir dir;
+  const auto seq = tokens(60);
+  { store_two(*disk_tiers(dir.path), seq); }
+  {
+    std::vector<std::unique_ptr<RecordStore>> stores;
+    stores.push_back(std::make_unique<DiskStore>(dir.path.string(), size_t(64) << 20));
+    CheckpointTiers tiers(std::move(stores), layout(), /*max_checkpoint_bytes=*/1000);
+    EXPECT_FALSE(tiers.find(kModel, seq, 0));
+    EXPECT_EQ(tiers.stats()[0].records_rejected, 2u);
+  }
+  EXPECT_TRUE(disk_tiers(dir.path)->find(kModel, seq, 0)) << "skipped, not dropped: a larger budget uses them";
+}
+
 TEST(DiskTier, ATruncatedPageIsRefused) {
   TempDir dir;
   const auto seq = tokens(60);

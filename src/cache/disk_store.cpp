@@ -217,6 +217,10 @@ void DiskStore::read(RecordKind kind, uint64_t identity, std::span<const RecordK
       std::fclose(f);
       throw StoreUnavailable("disk tier: cannot read " + p);
     }
+    if (size_t(size) > budget_) {  // larger than the whole tier: not one this store wrote
+      std::fclose(f);
+      continue;
+    }
     if (buffer.size() < size_t(size)) buffer.resize(size_t(size));
     const size_t got = std::fread(buffer.data(), 1, size_t(size), f);
     std::fclose(f);

@@ -19,8 +19,8 @@ void log_line(const std::string& s) {
 }  // namespace
 
 CheckpointTiers::CheckpointTiers(std::vector<std::unique_ptr<RecordStore>> stores, MemoryOptions memory,
-                                 size_t queue_bytes)
-    : memory_(memory), queue_limit_(queue_bytes) {
+                                 size_t max_checkpoint_bytes, size_t queue_bytes)
+    : memory_(memory), max_checkpoint_bytes_(max_checkpoint_bytes), queue_limit_(queue_bytes) {
   for (auto& s : stores) {
     stores_.push_back({std::move(s), {}});
     stores_.back().stats.name = stores_.back().store->name();
@@ -94,8 +94,13 @@ std::optional<TierHit> CheckpointTiers::find_in(size_t index, uint64_t identity,
         const CheckpointHeader h = read_checkpoint_header(*rec, label);
         std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const KvPage>> pages;  // missing: decode says so
         std::vector<std::pair<size_t, std::string>> bad;  // pages (of h.pages) that failed, and why
-        store.read(RecordKind::page, identity, h.pages, [&](size_t p, std::span<const uint8_t> b) {
+        bool too_large = bytes > max_checkpoint_bytes_;
+        // (The visitor must not throw: a Redis pipeline's replies are read to the end.)
+        store.read(RecordKind::page, identity, too_large ? std::span<const RecordKey>() : std::span(h.pages),
+                   [&](size_t p, std::span<const uint8_t> b) {
           bytes += b.size();
+          too_large = too_large || bytes > max_checkpoint_bytes_;
+          if (too_large) return;
           try {
             pages[{h.pages[p].hi, h.pages[p].lo}] =
                 decode_page(b, std::string(store.name()) + " page " + h.pages[p].hex(), identity, h.pages[p]);
@@ -104,6 +109,13 @@ std::optional<TierHit> CheckpointTiers::find_in(size_t index, uint64_t identity,
           }
         });
         for (const auto& [p, why] : bad) reject(RecordKind::page, h.pages[p], why);
+        if (too_large) {  // skipped, not dropped: a replica with a larger budget may use it
+          log_line(std::string(store.name()) + " tier: skipped " + label + ": more than " +
+                   std::to_string(max_checkpoint_bytes_) + " bytes, the RAM cache's budget");
+          std::lock_guard lock(mu_);
+          ++s.stats.records_rejected;
+          continue;
+        }
         auto snapshot = std::make_shared<Snapshot>(
             decode_checkpoint(*rec, label, identity, model_id, prompt.first(size_t(d)), [&](const RecordKey& k) {
               auto it = pages.find({k.hi, k.lo});

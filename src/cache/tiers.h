@@ -10,6 +10,7 @@
 // full) is skipped for that call; each failure is logged and counted.
 #pragma once
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -48,9 +49,11 @@ struct TierHit {
 class CheckpointTiers {
  public:
   // stores: in lookup order. memory: the KV layout of the states (part of the identity).
-  // queue_bytes: snapshots waiting to be written beyond this are skipped (counted).
+  // max_checkpoint_bytes: a checkpoint whose records add up to more is refused unread
+  // (the RAM cache's budget: it could not be kept). queue_bytes: snapshots waiting to be
+  // written beyond this are skipped (counted).
   CheckpointTiers(std::vector<std::unique_ptr<RecordStore>> stores, MemoryOptions memory,
-                  size_t queue_bytes = size_t(512) << 20);
+                  size_t max_checkpoint_bytes = SIZE_MAX, size_t queue_bytes = size_t(512) << 20);
   ~CheckpointTiers();  // writes what is queued, then stops
   CheckpointTiers(const CheckpointTiers&) = delete;
   CheckpointTiers& operator=(const CheckpointTiers&) = delete;
@@ -84,7 +87,7 @@ class CheckpointTiers {
   void failed(Store& s, const std::exception& e, bool reading);
 
   MemoryOptions memory_;
-  size_t queue_limit_;
+  size_t max_checkpoint_bytes_, queue_limit_;
   std::vector<Store> stores_;
   mutable std::mutex mu_;  // the queue and every store's stats
   std::condition_variable wake_, idle_;

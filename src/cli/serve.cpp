@@ -121,7 +121,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 // --cache-dir and --cache-redis: the stores under the RAM cache, disk first.
-std::unique_ptr<CheckpointTiers> open_tiers(const ServeOptions& o, const MemoryOptions& memory) {
+std::unique_ptr<CheckpointTiers> open_tiers(const ServeOptions& o, const MemoryOptions& memory, double budget_mb) {
   std::vector<std::unique_ptr<RecordStore>> stores;
   if (!o.cache_dir.empty()) {
     auto disk = std::make_unique<DiskStore>(o.cache_dir, size_t(o.cache_disk_mb * 1024 * 1024));
@@ -147,7 +147,7 @@ std::unique_ptr<CheckpointTiers> open_tiers(const ServeOptions& o, const MemoryO
     stores.push_back(std::make_unique<RedisStore>(std::move(redis)));
   }
   if (stores.empty()) return nullptr;
-  return std::make_unique<CheckpointTiers>(std::move(stores), memory);
+  return std::make_unique<CheckpointTiers>(std::move(stores), memory, size_t(budget_mb * 1024 * 1024));
 }
 
 int run_serve(ServeOptions o) {
@@ -170,7 +170,7 @@ int run_serve(ServeOptions o) {
   EngineOptions eo;
   eo.memory.n_ctx = o.ctx;
   eo.memory.kv_types = o.kv.types();
-  const std::unique_ptr<CheckpointTiers> tiers = open_tiers(o, eo.memory);
+  const std::unique_ptr<CheckpointTiers> tiers = open_tiers(o, eo.memory, budget_mb);
   if (tiers && cache.enabled()) cache.attach_tiers(tiers.get());
   // A turn's micro-batches fit a step, so a client that leaves mid-prompt is noticed
   // within about one step (TurnRequest::cancelled is polled between micro-batches).

@@ -90,7 +90,8 @@ void render_tiers(std::ostringstream& o, const std::vector<TierStats>& tiers) {
   family("warmstart_tier_write_errors_total", "counter", "Writes the tier failed (down, timed out, disk full)",
          [](const TierStats& t) { return t.write_errors; });
   family("warmstart_tier_records_rejected_total", "counter",
-         "Records that failed their checks (truncated, corrupted, other model) and were dropped",
+         "Records that failed their checks (truncated, corrupted, other model) and were dropped, or were "
+         "skipped as larger than the RAM cache's budget",
          [](const TierStats& t) { return t.records_rejected; });
   family("warmstart_tier_writes_skipped_total", "counter", "Checkpoints not written because the write queue was full",
          [](const TierStats& t) { return t.writes_skipped; });
