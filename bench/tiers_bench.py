@@ -4,8 +4,13 @@ cold (recomputed), RAM (the server that answered the history), disk (a restarted
 with --cache-dir), Redis (another replica, with --cache-redis only). One run, servers
 started and stopped here, rounds alternating; medians printed as a Markdown table.
 
-usage: bench/tiers_bench.py -m MODEL.gguf [-b build/warmstart] [-t THREADS] [-n HISTORY_TOKENS] [-r ROUNDS]
-Needs redis-server (Debian's package). Writes nothing outside a temporary folder."""
+With --replicas, the same through deploy/replicas.sh (three replicas, Redis, HAProxy routing
+by prompt_cache_key): the next turn on the replica that answered the history (RAM), then,
+that replica killed, on the one HAProxy moves the conversation to (Redis).
+
+usage: bench/tiers_bench.py -m MODEL.gguf [-b build/warmstart] [-t THREADS] [-n HISTORY_TOKENS] [-r ROUNDS] [--replicas]
+Needs redis-server (and haproxy for --replicas), Debian's packages. Writes nothing outside
+a temporary folder."""
 import argparse
 import json
 import os
@@ -48,18 +53,22 @@ def wait_health(port, proc, seconds=120):
     raise RuntimeError(f"server on {port} did not start")
 
 
-def chat(port, messages):
-    body = json.dumps({"messages": messages, "max_tokens": 1, "temperature": 0}).encode()
+def chat(port, messages, key=None):
+    request = {"messages": messages, "max_tokens": 1, "temperature": 0}
+    if key:
+        request["prompt_cache_key"] = key
+    body = json.dumps(request).encode()
     t0 = time.perf_counter()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
                                  {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
         j = json.load(r)
+        replica = r.headers.get("X-Warmstart-Replica")
     wall = (time.perf_counter() - t0) * 1000
     t = j["timings"]
     return {"wall_ms": wall, "ttft_ms": t["prompt_ms"], "cached": j["usage"]["prompt_tokens_details"]["cached_tokens"],
             "prompt": j["usage"]["prompt_tokens"], "tier": t["cache_tier"], "tier_bytes": t["tier_bytes"],
-            "tier_ms": t["tier_ms"]}
+            "tier_ms": t["tier_ms"], "replica": replica}
 
 
 class Server:
@@ -98,6 +107,41 @@ def next_turn(hist, variant):
                    {"role": "user", "content": f"Thanks. Question {variant}: when does the van leave?"}]
 
 
+def replicas(args, hist):
+    """RAM and Redis through HAProxy: rounds of (history, next turn, kill its replica, next turn)."""
+    results = {"RAM (same replica, via HAProxy)": [], "Redis (moved replica, via HAProxy)": []}
+    for rnd in range(args.rounds):
+        state = tempfile.mkdtemp(prefix="ws-tiers-bench-replicas-")
+        port = 20000 + (os.getpid() + 97 * rnd) % 10000
+        deploy = subprocess.Popen([os.path.join(ROOT, "deploy", "replicas.sh"), "-m", args.model, "-p", str(port),
+                                   "-s", state, "-b", args.binary, "--", "-t", str(args.threads), "-c", str(args.ctx)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while not os.path.exists(os.path.join(state, "ready")):
+                if deploy.poll() is not None:
+                    raise RuntimeError("deploy/replicas.sh exited")
+                time.sleep(0.2)
+            for i in (1, 2, 3):  # warm every replica up (weights paged in and packed)
+                for n in (1, 3):
+                    chat(port + i, [{"role": "user", "content": " ".join(SENTENCES[:n]) + " Warm up."}])
+            key = f"bench-{rnd}"
+            chat(port, hist, key)
+            ram = chat(port, next_turn(hist, f"{rnd}a"), key)
+            results["RAM (same replica, via HAProxy)"].append(ram)
+            time.sleep(1)  # the replica's writer hands the checkpoints to Redis
+            os.kill(int(open(os.path.join(state, f"replica{ram['replica'][1:]}.pid")).read()), 9)
+            time.sleep(2)  # HAProxy's health checks take it out of the ring
+            moved = chat(port, next_turn(hist, f"{rnd}b"), key)
+            results["Redis (moved replica, via HAProxy)"].append(moved)
+            print(f"replicas round {rnd + 1}: RAM on {ram['replica']} {ram['ttft_ms']:.0f} ms, Redis on "
+                  f"{moved['replica']} {moved['ttft_ms']:.0f} ms", file=sys.stderr)
+        finally:
+            deploy.terminate()
+            deploy.wait()
+            shutil.rmtree(state, ignore_errors=True)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", required=True)
@@ -106,7 +150,12 @@ def main():
     ap.add_argument("-n", "--history", type=int, default=4000)
     ap.add_argument("-c", "--ctx", type=int, default=8192)
     ap.add_argument("-r", "--rounds", type=int, default=3)
+    ap.add_argument("--replicas", action="store_true", help="through deploy/replicas.sh instead")
     args = ap.parse_args()
+    if args.replicas:
+        results = replicas(args, history(args.history))
+        print_table(args, results, None)
+        return
     work = tempfile.mkdtemp(prefix="ws-tiers-bench-")
     redis_port = free_port()
     redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
@@ -133,8 +182,11 @@ def main():
         redis.terminate()
         redis.wait()
         shutil.rmtree(work, ignore_errors=True)
-    cold = statistics.median(r["ttft_ms"] for r in results["cold"])
-    prompt = results["cold"][0]["prompt"]
+    print_table(args, results, statistics.median(r["ttft_ms"] for r in results["cold"]))
+
+
+def print_table(args, results, cold):
+    prompt = next(iter(results.values()))[0]["prompt"]
     print(f"\nNext turn of a {prompt}-token conversation ({os.path.basename(args.model)}, {args.threads} threads, "
           f"median of {args.rounds}; TTFT = the server's prompt_ms, wall = the client's request with max_tokens 1)\n")
     print("| history from | reused tokens | TTFT ms | vs cold | wall ms | moved from the tier | tier lookup + transfer |")
@@ -144,7 +196,8 @@ def main():
         wall = statistics.median(r["wall_ms"] for r in rs)
         moved = statistics.median(r["tier_bytes"] for r in rs) / (1 << 20)
         tier_ms = statistics.median(r["tier_ms"] for r in rs)
-        print(f"| {name} | {rs[0]['cached']} | {ttft:.1f} | {ttft / cold:.3f}x | {wall:.1f} | "
+        ratio = f"{ttft / cold:.3f}x" if cold else "-"
+        print(f"| {name} | {rs[0]['cached']} | {ttft:.1f} | {ratio} | {wall:.1f} | "
               f"{moved:.1f} MiB | {tier_ms:.1f} ms |")
 
 
