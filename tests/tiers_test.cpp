@@ -169,12 +169,12 @@ void store_two(CheckpointTiers& tiers, const std::vector<Token>& seq, uint32_t s
   tiers.flush();
 }
 
-fs::path only_file(const fs::path& dir, const std::string& ext, size_t want_size_order = 0) {
+fs::path nth_smallest_file(const fs::path& dir, const std::string& ext, size_t n) {
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.path().extension() == ext) files.push_back(e.path());
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return fs::file_size(a) < fs::file_size(b); });
-  return files.at(want_size_order);
+  return files.at(n);
 }
 
 TEST(DiskTier, ARestartedProcessFindsTheDeepestStoredPrefix) {
@@ -210,7 +210,7 @@ TEST(DiskTier, ABadRecordIsDroppedCountedAndTheLookupGoesOn) {
   TempDir dir;
   const auto seq = tokens(60);
   { store_two(*disk_tiers(dir.path), seq); }
-  const fs::path deep = only_file(dir.path, ".rec", 1);  // the 40-token checkpoint is the larger
+  const fs::path deep = nth_smallest_file(dir.path, ".rec", 1);  // the 40-token checkpoint is the larger
   {
     std::fstream f(deep, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(std::streamoff(fs::file_size(deep) / 2));
@@ -253,7 +253,7 @@ TEST(DiskTier, StartUpRemovesWhatAKilledWriteLeft) {
   TempDir dir;
   const auto seq = tokens(60);
   { store_two(*disk_tiers(dir.path), seq); }
-  const fs::path rec = only_file(dir.path, ".rec", 1);
+  const fs::path rec = nth_smallest_file(dir.path, ".rec", 1);
   // A process killed mid-write leaves its temporary file (never a record's name), and a
   // page whose checkpoint was never written.
   std::ofstream(rec.string() + ".tmp4242") << "half a record";

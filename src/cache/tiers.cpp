@@ -61,81 +61,88 @@ std::optional<TierHit> CheckpointTiers::find(uint64_t model_id, std::span<const 
   return std::nullopt;
 }
 
+void CheckpointTiers::reject(Store& s, RecordKind kind, uint64_t identity, const RecordKey& key,
+                             const std::string& why) {
+  log_line(std::string(s.store->name()) + " tier: dropped a record: " + why);
+  {
+    std::lock_guard lock(mu_);
+    ++s.stats.records_rejected;
+  }
+  s.store->drop(kind, identity, key);
+}
+
+std::optional<CheckpointTiers::Loaded> CheckpointTiers::load(Store& s, uint64_t identity, uint64_t model_id,
+                                                              std::span<const Token> prefix, const RecordKey& key) {
+  RecordStore& store = *s.store;
+  const auto rec = store.get(RecordKind::checkpoint, identity, key);
+  if (!rec) return std::nullopt;
+  const std::string label = std::string(store.name()) + " record " + key.hex();
+  size_t bytes = rec->size();
+  try {
+    const CheckpointHeader h = read_checkpoint_header(*rec, label);
+    std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const KvPage>> pages;  // missing: decode says so
+    std::vector<std::pair<size_t, std::string>> bad;  // pages (of h.pages) that failed, and why
+    bool too_large = bytes > max_checkpoint_bytes_;
+    // (The visitor must not throw: a Redis pipeline's replies are read to the end.)
+    store.read(RecordKind::page, identity, too_large ? std::span<const RecordKey>() : std::span(h.pages),
+               [&](size_t p, std::span<const uint8_t> b) {
+                 bytes += b.size();
+                 too_large = too_large || bytes > max_checkpoint_bytes_;
+                 if (too_large) return;
+                 try {
+                   pages[{h.pages[p].hi, h.pages[p].lo}] = decode_page(
+                       b, std::string(store.name()) + " page " + h.pages[p].hex(), identity, h.pages[p]);
+                 } catch (const std::runtime_error& e) {
+                   bad.emplace_back(p, e.what());
+                 }
+               });
+    for (const auto& [p, why] : bad) reject(s, RecordKind::page, identity, h.pages[p], why);
+    if (too_large) {  // skipped, not dropped: a replica with a larger budget may use it
+      log_line(std::string(store.name()) + " tier: skipped " + label + ": more than " +
+               std::to_string(max_checkpoint_bytes_) + " bytes, the RAM cache's budget");
+      std::lock_guard lock(mu_);
+      ++s.stats.records_rejected;
+      return std::nullopt;
+    }
+    auto page = [&](const RecordKey& k) {
+      auto it = pages.find({k.hi, k.lo});
+      return it == pages.end() ? nullptr : it->second;
+    };
+    return Loaded{std::make_shared<Snapshot>(decode_checkpoint(*rec, label, identity, model_id, prefix, page)), bytes};
+  } catch (const TierMiss& e) {
+    log_line(std::string(store.name()) + " tier: " + e.what() + "; dropping its checkpoint");
+    store.drop(RecordKind::checkpoint, identity, key);
+  } catch (const StoreUnavailable&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    reject(s, RecordKind::checkpoint, identity, key, e.what());
+  }
+  return std::nullopt;
+}
+
 std::optional<TierHit> CheckpointTiers::find_in(size_t index, uint64_t identity, uint64_t model_id,
                                                 std::span<const Token> prompt, std::span<const RecordKey> keys,
                                                 int32_t min_depth) {
   Store& s = stores_[index];
-  RecordStore& store = *s.store;
   const auto t0 = std::chrono::steady_clock::now();
-  const int32_t n = int32_t(prompt.size());
-  auto reject = [&](RecordKind kind, const RecordKey& key, const std::string& why) {
-    log_line(std::string(store.name()) + " tier: dropped a record: " + why);
-    {
-      std::lock_guard lock(mu_);
-      ++s.stats.records_rejected;
-    }
-    store.drop(kind, identity, key);
-  };
   try {
-    const std::vector<int32_t> depths = store.stored_depths(identity, keys, min_depth);
+    const std::vector<int32_t> depths = s.store->stored_depths(identity, keys, min_depth);
     {
       std::lock_guard lock(mu_);
       ++s.stats.lookups;
-      if (!s.stats.available) log_line(std::string(store.name()) + " tier: available again");
+      if (!s.stats.available) log_line(std::string(s.store->name()) + " tier: available again");
       s.stats.available = true;
     }
     for (int32_t d : depths) {
-      const RecordKey& key = keys[size_t(d - 1)];
-      const auto rec = store.get(RecordKind::checkpoint, identity, key);
-      if (!rec) continue;
-      size_t bytes = rec->size();
-      const std::string label = std::string(store.name()) + " record " + key.hex();
-      try {
-        const CheckpointHeader h = read_checkpoint_header(*rec, label);
-        std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const KvPage>> pages;  // missing: decode says so
-        std::vector<std::pair<size_t, std::string>> bad;  // pages (of h.pages) that failed, and why
-        bool too_large = bytes > max_checkpoint_bytes_;
-        // (The visitor must not throw: a Redis pipeline's replies are read to the end.)
-        store.read(RecordKind::page, identity, too_large ? std::span<const RecordKey>() : std::span(h.pages),
-                   [&](size_t p, std::span<const uint8_t> b) {
-          bytes += b.size();
-          too_large = too_large || bytes > max_checkpoint_bytes_;
-          if (too_large) return;
-          try {
-            pages[{h.pages[p].hi, h.pages[p].lo}] =
-                decode_page(b, std::string(store.name()) + " page " + h.pages[p].hex(), identity, h.pages[p]);
-          } catch (const std::runtime_error& e) {
-            bad.emplace_back(p, e.what());
-          }
-        });
-        for (const auto& [p, why] : bad) reject(RecordKind::page, h.pages[p], why);
-        if (too_large) {  // skipped, not dropped: a replica with a larger budget may use it
-          log_line(std::string(store.name()) + " tier: skipped " + label + ": more than " +
-                   std::to_string(max_checkpoint_bytes_) + " bytes, the RAM cache's budget");
-          std::lock_guard lock(mu_);
-          ++s.stats.records_rejected;
-          continue;
-        }
-        auto snapshot = std::make_shared<Snapshot>(
-            decode_checkpoint(*rec, label, identity, model_id, prompt.first(size_t(d)), [&](const RecordKey& k) {
-              auto it = pages.find({k.hi, k.lo});
-              return it == pages.end() ? nullptr : it->second;
-            }));
-        if (d == n && snapshot->logits.empty()) continue;  // the whole prompt, but not the logits after it
-        TierHit hit{std::move(snapshot), d, store.name(), bytes, ms_since(t0)};
-        std::lock_guard lock(mu_);
-        ++s.stats.hits;
-        s.stats.bytes_read += bytes;
-        s.stats.read_ms += hit.ms;
-        return hit;
-      } catch (const TierMiss& e) {
-        log_line(std::string(store.name()) + " tier: " + e.what() + "; dropping its checkpoint");
-        store.drop(RecordKind::checkpoint, identity, key);
-      } catch (const StoreUnavailable&) {
-        throw;
-      } catch (const std::runtime_error& e) {
-        reject(RecordKind::checkpoint, key, e.what());
-      }
+      auto loaded = load(s, identity, model_id, prompt.first(size_t(d)), keys[size_t(d - 1)]);
+      // The whole prompt is of use only with the logits after it.
+      if (!loaded || (size_t(d) == prompt.size() && loaded->snapshot->logits.empty())) continue;
+      TierHit hit{std::move(loaded->snapshot), d, s.store->name(), loaded->bytes, ms_since(t0)};
+      std::lock_guard lock(mu_);
+      ++s.stats.hits;
+      s.stats.bytes_read += hit.bytes;
+      s.stats.read_ms += hit.ms;
+      return hit;
     }
   } catch (const StoreUnavailable& e) {
     failed(s, e, true);

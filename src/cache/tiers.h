@@ -84,6 +84,15 @@ class CheckpointTiers {
   void write(Store& s, const Job& job);
   std::optional<TierHit> find_in(size_t store, uint64_t identity, uint64_t model_id,
                                  std::span<const Token> prompt, std::span<const RecordKey> keys, int32_t min_depth);
+  // The checkpoint after `prefix` (key `key`) and its pages from one store, checked; nullopt
+  // when it is not there, too large (skipped) or bad (dropped and counted).
+  struct Loaded {
+    std::shared_ptr<Snapshot> snapshot;
+    size_t bytes = 0;  // read from the store
+  };
+  std::optional<Loaded> load(Store& s, uint64_t identity, uint64_t model_id, std::span<const Token> prefix,
+                             const RecordKey& key);
+  void reject(Store& s, RecordKind kind, uint64_t identity, const RecordKey& key, const std::string& why);
   void failed(Store& s, const std::exception& e, bool reading);
 
   MemoryOptions memory_;

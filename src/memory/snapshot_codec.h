@@ -52,7 +52,6 @@ class ByteReader {
   uint32_t get_count(size_t elem_bytes, const char* what);
   size_t pos() const { return pos_; }
   size_t left() const { return data_.size() - pos_; }
-  const std::string& label() const { return label_; }
   [[noreturn]] void fail(const std::string& why) const;
 
  private:
