@@ -520,7 +520,9 @@ TEST_P(TiersAcrossRestart, TheNextTurnReusesFromDiskBitIdenticalToCold) {
   for (size_t i = 0; i < probe.n_layers(); ++i) full_kv = full_kv || probe.layer(i).kind() == LayerKind::full_kv;
   size_t page_files = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir.path)) page_files += e.path().extension() == ".page";
-  if (full_kv) EXPECT_GT(page_files, 0u) << "KV pages are stored as page records";
+  if (full_kv) {
+    EXPECT_GT(page_files, 0u) << "KV pages are stored as page records";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TiersAcrossRestart, ::testing::ValuesIn(test::one_f32_model_per_arch()),

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cache/record_store.h"
+#include "memory/snapshot_file.h"
 
 namespace ws {
 namespace fs = std::filesystem;
@@ -44,32 +45,6 @@ std::vector<uint8_t> read_front(const std::string& path, size_t n) {
   out.resize(std::fread(out.data(), 1, n, f));
   std::fclose(f);
   return out;
-}
-
-// Written beside the target and renamed: a crash mid-write never leaves part of a record
-// under a record's name. Throws StoreUnavailable (disk full, read-only, ...).
-void write_atomically(const std::string& path, std::span<const uint8_t> bytes) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw StoreUnavailable("disk tier: cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = w < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw StoreUnavailable("disk tier: cannot write " + path + ": " + std::strerror(err));
-    }
-    done += size_t(w);
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw StoreUnavailable("disk tier: cannot rename into " + path + ": " + std::strerror(err));
-  }
 }
 
 }  // namespace
@@ -251,13 +226,15 @@ void DiskStore::put(uint64_t identity, std::span<const StoredRecord> records) {
   std::lock_guard lock(mu_);
   // The pages the checkpoints name are held while older checkpoints are evicted to make
   // room: the caller left out those already stored, so evicting them would orphan these.
+  std::vector<std::vector<RecordKey>> named(records.size());  // [records] the pages each checkpoint names
+  for (size_t i = 0; i < records.size(); ++i)
+    if (records[i].kind == RecordKind::checkpoint) named[i] = read_checkpoint_header(records[i].bytes, "checkpoint").pages;
   std::vector<RecordKey> held;
-  for (const auto& r : records)
-    if (r.kind == RecordKind::checkpoint)
-      for (const auto& k : read_checkpoint_header(r.bytes, "checkpoint").pages) {
-        ++pages_[{identity, k}].refs;
-        held.push_back(k);
-      }
+  for (const auto& pages : named)
+    for (const auto& k : pages) {
+      ++pages_[{identity, k}].refs;
+      held.push_back(k);
+    }
   auto release = [&] {
     for (const auto& k : held)
       if (auto p = pages_.find({identity, k}); p != pages_.end() && --p->second.refs <= 0 && p->second.bytes == 0)
@@ -265,7 +242,7 @@ void DiskStore::put(uint64_t identity, std::span<const StoredRecord> records) {
   };
   try {
     evict_for(incoming);
-    for (const auto& r : records) write_record(identity, r);
+    for (size_t i = 0; i < records.size(); ++i) write_record(identity, records[i], named[i]);
   } catch (...) {
     release();  // pages written for a checkpoint that failed stay unnamed; start-up drops them
     throw;
@@ -273,8 +250,17 @@ void DiskStore::put(uint64_t identity, std::span<const StoredRecord> records) {
   release();
 }
 
-void DiskStore::write_record(uint64_t identity, const StoredRecord& r) {
+void DiskStore::write_record(uint64_t identity, const StoredRecord& r, const std::vector<RecordKey>& pages) {
   const Id id{identity, r.key};
+  // Written beside the target and renamed: a crash never leaves part of a record under a
+  // record's name.
+  auto write_atomically = [](const std::string& path, std::span<const uint8_t> bytes) {
+    try {
+      write_file_atomically(path, bytes);
+    } catch (const std::runtime_error& e) {
+      throw StoreUnavailable(std::string("disk tier: ") + e.what());  // disk full, read-only, ...
+    }
+  };
   if (r.kind == RecordKind::page) {
     Page& p = pages_[id];
     if (p.bytes > 0) return;  // stored already (content-addressed: the same bytes)
@@ -285,7 +271,7 @@ void DiskStore::write_record(uint64_t identity, const StoredRecord& r) {
   }
   if (checkpoints_.count(id)) return;
   write_atomically(path(r.kind, identity, r.key), r.bytes);
-  index_checkpoint(id, {r.depth, r.bytes.size(), read_checkpoint_header(r.bytes, "checkpoint").pages, 0});
+  index_checkpoint(id, {r.depth, r.bytes.size(), pages, 0});
 }
 
 void DiskStore::drop(RecordKind kind, uint64_t identity, const RecordKey& key) {

@@ -112,7 +112,8 @@ class DiskStore final : public RecordStore {
   void index_checkpoint(const Id& id, Checkpoint c);
   void remove_checkpoint(const Id& id);  // and its pages no other checkpoint names
   void evict_for(size_t incoming);
-  void write_record(uint64_t identity, const StoredRecord& r);  // under mu_
+  // Under mu_; pages: those a checkpoint names (its header, parsed by put).
+  void write_record(uint64_t identity, const StoredRecord& r, const std::vector<RecordKey>& pages);
 
   std::string root_;  // DIR/v1
   size_t budget_;

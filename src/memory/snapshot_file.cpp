@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace ws {
@@ -63,26 +64,32 @@ std::vector<uint8_t> encode_snapshot_file(const std::vector<int32_t>& tokens,
   return std::move(w.bytes());
 }
 
+void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  auto fail = [&](int err) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": cannot write: " + std::strerror(err));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(errno);
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      fail(err);
+    }
+    done += size_t(w);
+  }
+  if (::close(fd) != 0) fail(errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(errno);
+}
+
 size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& tokens,
                            const std::vector<std::shared_ptr<const Snapshot>>& snapshots) {
   const std::vector<uint8_t> bytes = encode_snapshot_file(tokens, snapshots);  // [file size]
-  // Written beside the target and renamed: a crash mid-write never leaves half a file
-  // under the name a later restore reads.
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(path + ": cannot write: " + ec.message());
-  }
+  write_file_atomically(path, bytes);
   return bytes.size();
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,11 @@ std::vector<uint8_t> encode_snapshot_file(const std::vector<int32_t>& tokens,
 SavedSequence decode_snapshot_file(const std::vector<uint8_t>& data, const std::string& label,
                                    uint64_t expected_model_id);
 
-// encode_snapshot_file into `path` through a temporary file renamed into place. Returns
+// `bytes` into `path` through a temporary file (PATH.tmpPID) renamed into place: a crash
+// mid-write never leaves part of a file under `path`. Throws std::runtime_error "PATH:
+// cannot write: REASON" (the temporary file removed).
+void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
+// encode_snapshot_file into `path` with write_file_atomically. Returns
 // bytes written; throws std::runtime_error on an I/O error.
 size_t write_snapshot_file(const std::string& path, const std::vector<int32_t>& tokens,
                            const std::vector<std::shared_ptr<const Snapshot>>& snapshots);
