@@ -2,10 +2,11 @@
 // * its tokenizer and logits equal the PyTorch reference stored next to it
 //   (models/warmstart-chat.ref.{json,f32}, written by tools/train/make_reference.py), so
 //   warmstart runs the trained model exactly as it was trained;
-// * recall over held-out generated conversations (tests/data/chat_heldout.jsonl: phrasings
-//   the training data never used) is the same with the prefix cache on and off, the
-//   greedy answers are identical turn by turn, every turn after the first reuses tokens,
-//   and the accuracy stays above a floor measured when the model was trained;
+// * on held-out conversations (tests/data/chat_heldout.jsonl, written by gen_data.py from
+//   phrasings, names, cities and numbers the training data never used), the greedy replies
+//   are identical turn by turn with the prefix cache on and off, every turn after the first
+//   reuses tokens, and each skill (recall, arithmetic, greeting, unknown) stays at or above
+//   its floor (skill_floor);
 // * `warmstart chat` with stdin not a terminal prints one reply line per input line.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -36,10 +37,10 @@ const fs::path kModel = kRepo / "models" / "warmstart-chat.gguf";
 const fs::path kRef = kRepo / "models" / "warmstart-chat.ref";
 const fs::path kHeldout = kRepo / "tests" / "data" / "chat_heldout.jsonl";
 
-// Recall accuracy measured on tests/data/chat_heldout.jsonl when the model was built
-// (tools/train/build_model.sh prints it); the test allows a small margin below it.
-constexpr double kMeasuredRecall = 33.0 / 94;  // 0.351 with the committed model
-constexpr double kRecallMargin = 0.05;
+// What the model must get right on the held-out conversations, per skill: issue 25's bar
+// (90%) where the committed model reaches it; recall does not yet (142/369 = 0.385 when it
+// was built, tools/train/README.md), so its floor is that measurement less a margin.
+double skill_floor(const std::string& skill) { return skill == "recall" ? 0.385 - 0.05 : 0.90; }
 
 struct Loaded {
   gguf::File file;
@@ -150,14 +151,14 @@ TEST_F(ChatModel, LogitsMatchPyTorch) {
 struct ConversationRun {
   std::vector<std::vector<Token>> replies;
   std::vector<int32_t> reused;
-  int checks = 0, correct = 0;
+  std::map<std::string, std::pair<int, int>> skills;  // skill -> (correct, checks)
 };
 
 ConversationRun run_conversation(const Loaded& m, Engine& engine, const json& conv) {
   ConversationRun out;
   json history = json::array();
-  std::map<int, std::string> expect;  // user-message index -> fact the reply must contain
-  for (const auto& c : conv.at("checks")) expect[c.at("turn").get<int>()] = c.at("expect").get<std::string>();
+  std::map<int, json> checks;  // user-message index -> {kind, expect: strings the reply must contain}
+  for (const auto& c : conv.at("checks")) checks[c.at("turn").get<int>()] = c;
   const auto& msgs = conv.at("messages");
   for (size_t i = 0; i < msgs.size(); ++i) {
     if (msgs[i].at("role") != "user") continue;
@@ -173,20 +174,22 @@ ConversationRun run_conversation(const Loaded& m, Engine& engine, const json& co
     const std::string reply = m.tok->decode(res.generated);
     out.replies.push_back(res.generated);
     out.reused.push_back(res.reused);
-    if (auto it = expect.find(int(i)); it != expect.end()) {
-      ++out.checks;
-      const bool ok = reply.find(it->second) != std::string::npos;
-      out.correct += ok;
+    if (auto it = checks.find(int(i)); it != checks.end()) {
+      bool ok = true;
+      for (const auto& e : it->second.at("expect")) ok = ok && reply.find(e.get<std::string>()) != std::string::npos;
+      auto& [correct, total] = out.skills[it->second.at("kind").get<std::string>()];
+      correct += ok;
+      ++total;
       if (!ok && std::getenv("WS_CHAT_TEST_VERBOSE"))
         std::printf("miss: %s -> %s (expected %s)\n", msgs[i].at("content").get<std::string>().c_str(), reply.c_str(),
-                    it->second.c_str());
+                    it->second.at("expect").dump().c_str());
     }
     history.push_back({{"role", "assistant"}, {"content", reply}});
   }
   return out;
 }
 
-TEST_F(ChatModel, RecallIsTheSameWithCacheOnAndOff) {
+TEST_F(ChatModel, SkillsOnHeldOutConversationsSameWithCacheOnAndOff) {
   std::ifstream in(kHeldout);
   ASSERT_TRUE(in) << kHeldout;
   std::vector<json> convs;
@@ -195,8 +198,8 @@ TEST_F(ChatModel, RecallIsTheSameWithCacheOnAndOff) {
   ASSERT_GE(convs.size(), 30u);
   ThreadPool pool(1);
   EngineOptions eo;
-  eo.memory.n_ctx = 1024;
-  int checks = 0, correct_on = 0, correct_off = 0;
+  eo.memory.n_ctx = 2048;
+  std::map<std::string, std::pair<int, int>> skills;  // skill -> (correct, checks), cache on
   for (size_t k = 0; k < convs.size(); ++k) {
     PrefixCache on(size_t(256) << 20), off(0);
     Engine warm(*m_->model, *m_->tok, &on, eo, pool), cold(*m_->model, *m_->tok, &off, eo, pool);
@@ -210,15 +213,17 @@ TEST_F(ChatModel, RecallIsTheSameWithCacheOnAndOff) {
         EXPECT_GT(a.reused[t], 0) << "conversation " << k << " turn " << t << " reused nothing";
       }
     }
-    checks += a.checks;
-    correct_on += a.correct;
-    correct_off += b.correct;
+    for (const auto& [skill, counts] : a.skills) {
+      skills[skill].first += counts.first;
+      skills[skill].second += counts.second;
+    }
   }
-  const double acc_on = double(correct_on) / checks, acc_off = double(correct_off) / checks;
-  std::printf("recall on held-out phrasings: %d/%d = %.3f (cache on), %d/%d = %.3f (cache off)\n", correct_on, checks,
-              acc_on, correct_off, checks, acc_off);
-  EXPECT_EQ(correct_on, correct_off);
-  EXPECT_GE(acc_on, kMeasuredRecall - kRecallMargin);
+  ASSERT_FALSE(skills.empty());
+  for (const auto& [skill, counts] : skills) {
+    const double acc = double(counts.first) / counts.second;
+    std::printf("%-10s %d/%d = %.3f on held-out conversations\n", skill.c_str(), counts.first, counts.second, acc);
+    EXPECT_GE(acc, skill_floor(skill)) << skill;
+  }
 }
 
 // `warmstart chat` with piped stdin: one reply line per non-empty input line, nothing else on

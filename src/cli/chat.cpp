@@ -140,7 +140,8 @@ void print_stats(const TurnResult& r) {
 }
 
 int run_chat(ChatOptions o) {
-  if (o.model.empty()) o.model = shipped_model_path();
+  const bool embedded = o.model.empty();
+  if (embedded) o.model = shipped_model_path();
   LoadedModel m = load(o.model);
   o.ctx = start_context(m, o.context, o.kv.types(), 1, 512);
   ChatSession chat(o, m);
@@ -162,6 +163,11 @@ int run_chat(ChatOptions o) {
   }
   std::fprintf(stderr, "warmstart chat on %s\n(/reset forgets the conversation, /quit or Ctrl-D leaves)\n",
                o.model.c_str());
+  if (embedded)  // what the small model was trained to do (tools/train/gen_data.py), so a first try succeeds
+    std::fprintf(stderr,
+                 "This tiny model remembers what you tell it (your name, a number, your city, favourite colour,\n"
+                 "pet's name, a short list), does single-digit sums, and says when it does not know.\n"
+                 "Try: \"Hi, my name is Dana and I live in Lisbon.\" ... \"What is 3 plus 4?\" ... \"Where do I live?\"\n");
   for (;;) {
     std::fprintf(stderr, "\n> ");
     std::fflush(stderr);

@@ -1,433 +1,544 @@
 #!/usr/bin/env python3
-"""Synthetic multi-turn conversations for training warmstart's small chat model.
+"""Synthetic multi-turn conversations for training and evaluating warmstart's chat model.
 
-Every conversation is a list of {"role", "content"} messages (user/assistant
-alternating). The user states facts early (a name, a number, a city, a colour, a
-pet's name, a food, a short list ...), the assistant acknowledges, a few unrelated
-tasks follow (arithmetic, echo, upper-casing, reversing or counting a list), and
-then the user asks about the facts stated several turns earlier.
+The model's skills (what `warmstart chat` claims it can do):
+* recall: the user states facts (name, number, city, favourite colour, pet's name, a short
+  list), one to four of them, alone or several in one message; one to eight turns later
+  the user asks about one; the reply repeats the fact in a fixed form ("Your name is X.").
+* arithmetic: single-digit addition and subtraction ("The answer is 7.").
+* greetings and thanks get a short fixed reply ("Hello! How can I help you?",
+  "You're welcome!").
+* unknown: a question about a fact never stated, or about the world, gets "I don't know."
+Unrelated turns (small talk, repeating words, sums) fill the conversation around them.
 
-The phrasings used to state and to ask about a fact come from template pools that
-are split in two: the "train" part is used for training conversations, the
-"heldout" part only for evaluation conversations, so that recall is measured on
-phrasings the model never saw. The answers use a fixed form per fact type, so that
-"the answer contains the expected fact" is an easy check.
+Everything the user says is built from pools split in two. The "train" parts build the
+training conversations; the "heldout" parts, which the training data never contains,
+build the evaluation conversations: other sentence frames for stating and asking, other
+openers and closers around them, other names (several that the tokenizer splits into
+many pieces), cities, pet names, list items, numbers, greetings and world questions.
+Training names, cities and pets are also made up from syllables, so that the model
+learns to copy what it was told rather than to memorise a list.
 
 Usage:
-  gen_data.py --split train --count 20000 --seed 1 --out train.jsonl
-  gen_data.py --split heldout --count 40 --seed 7 --out heldout.jsonl
-Each output line: {"messages": [...], "checks": [{"turn": i, "expect": "..."}]}
-where `turn` is the index of the user message whose reply must contain `expect`.
+  gen_data.py --split train --count 60000 --seed 1 --out train.jsonl
+  gen_data.py --split heldout --per-length 60 --seed 7 --out heldout.jsonl
+Each line: {"messages": [...], "turns": L, "checks": [{"turn": i, "kind": k, "expect": [s, ...]}]}
+where `turn` indexes the user message whose reply must contain every string of `expect`,
+and `kind` is the skill (recall, arithmetic, greeting, unknown).
+Held-out files hold --per-length conversations of each length in HELDOUT_LENGTHS turns.
 """
 import argparse
 import json
 import random
 
-# ---------------------------------------------------------------- vocabularies
+HELDOUT_LENGTHS = (2, 8, 20)
 
-NAMES = """Anna Ben Clara David Emma Felix Grace Henry Iris Jack Kara Leo Maya Nina Oscar
-Paula Quinn Rosa Sam Tara Uma Victor Wendy Xavier Yara Zoe Adam Bella Carl Diana Eric
-Fiona George Hannah Ivan Julia Kevin Laura Mark Nora Owen Peter Ruth Simon Tina Walter
-Alice Bruno Chloe Daniel Elena Frank Gina Hugo Irene Jonas Kim Lucas Mia Noah Olga Pablo
-Rita Sofia Tom Vera William Amir Bianca Chen Dmitri Esther Farid Greta Hiro Ines Jamal
-Keiko Lars Marta Nadia Omar Priya Raj Sara Theo Ulla Vik Yusuf Zara Lena Max Ella Finn
-Ava Liam Otto Ida Emil Alma Axel Lily Ruby Jake Leah Cody Dana Gabe Holly""".split()
-
-PETS = """Rex Bella Milo Luna Max Coco Rocky Daisy Teddy Nala Simba Oreo Pepper Bruno Mochi
-Biscuit Ziggy Shadow Ginger Loki Tiger Buddy Peanut Pixel Waffles Noodle Pickles Muffin
-Cookie Sparky Fluffy Bandit Marley Olive Juno Kiwi Tofu Bean""".split()
-
-CITIES = """Paris London Berlin Madrid Rome Lisbon Vienna Prague Oslo Dublin Athens Warsaw
-Tokyo Seoul Beijing Delhi Cairo Lagos Nairobi Sydney Toronto Chicago Boston Denver Austin
-Seattle Miami Lima Bogota Quito Santiago Havana Moscow Kyiv Helsinki Stockholm Zurich
-Geneva Munich Hamburg Milan Naples Porto Seville Valencia Lyon Nice Brussels Amsterdam
-Copenhagen Riga Vilnius Tallinn Budapest Bucharest Sofia Istanbul Dubai Mumbai Bangkok
-Hanoi Manila Jakarta Osaka Kyoto Perth Auckland Montreal Vancouver Dallas Phoenix Houston""".split()
-
-COLOURS = """red blue green yellow orange purple pink brown black white grey silver gold
-teal violet indigo maroon navy beige turquoise""".split()
-
-FOODS = """pizza pasta sushi rice soup salad tacos curry bread cheese noodles pancakes
-burgers dumplings steak chocolate apples bananas oranges cake ramen falafel""".split()
-
-ITEMS = """apples milk eggs bread butter rice tea coffee sugar salt onions carrots lemons
-cheese pasta beans flour honey oats yogurt soap paper pens books socks shoes hats cups
-plates spoons forks candles batteries lamps keys maps tickets stamps envelopes""".split()
-
-ANIMALS = """cat dog horse rabbit parrot hamster turtle goldfish snake lizard""".split()
-
-JOBS = """teacher doctor nurse pilot chef farmer baker painter writer lawyer engineer
-dentist driver singer dancer plumber artist student scientist librarian""".split()
-
-ECHO_WORDS = """sun moon star tree river stone cloud rain snow wind fire light dark blue
-red green quick slow happy small big cold warm old new bright soft loud calm wild
-cat dog bird fish frog bear fox owl wolf lion mouse apple bread milk cake tea jam
-door book pen cup box road hill lake sea boat car bus train ship house garden""".split()
-
-# ---------------------------------------------------------------- fact types
-# Each fact: how to draw a value, state templates, ask templates (both split into
-# train and heldout pools), the assistant's acknowledgement and its answer.
-# `{x}` is the value. Heldout templates reuse the key words (name, colour, city...)
-# in sentence shapes that the train pool does not contain.
+# ---------------------------------------------------------------- values
 
 
-def draw_number(rng):
-    return str(rng.choice([rng.randint(2, 99), rng.randint(100, 999), rng.randint(1000, 9999)]))
+def words(s):
+    return s.split()
 
 
-def draw_list(rng):
-    return ", ".join(rng.sample(ITEMS, 3))
+TRAIN_NAMES = words("""Anna Ben Clara David Emma Felix Grace Henry Iris Jack Kara Leo Maya Nina Oscar
+Paula Quinn Rosa Sam Tara Uma Victor Wendy Xavier Yara Zoe Adam Bella Carl Diana Eric Fiona George
+Hannah Ivan Julia Kevin Laura Mark Nora Owen Peter Ruth Simon Tina Walter Alice Bruno Chloe Daniel
+Elena Frank Gina Hugo Irene Jonas Kim Lucas Mia Noah Olga Pablo Rita Sofia Tom Vera William Amir
+Bianca Chen Dmitri Esther Farid Greta Hiro Ines Jamal Keiko Lars Marta Nadia Omar Priya Raj Sara
+Theo Ulla Vik Yusuf Zara Lena Max Ella Finn Ava Liam Otto Ida Emil Alma Axel Lily Ruby Jake Leah
+Cody Gabe Holly Mateo Camila Aiden Sienna Rohan Ananya Kenji Sakura Lorenzo Giulia Pierre Amelie""")
+HELDOUT_NAMES = words("""Dana Orla Siobhan Xiomara Zbigniew Nkechi Aoife Thandiwe Eero Ngozi Kwame
+Yevgenia Tadhg Oisin Ifeoma Rhiannon Guadalupe Wojciech Anneliese Kazuki Svetlana Pradeep Tomasz
+Leilani Esperanza Aurelio Mehmet Zeynep Chidi Obadiah Persephone Quentin Ximena Yolanda Ezekiel
+Florentina Gwendolyn Hamish Ignatius Jolene Kerensa Bartholomew Magdalena Sebastiano Hyacinth""")
 
+TRAIN_CITIES = words("""Paris London Berlin Madrid Rome Vienna Prague Oslo Dublin Athens Warsaw
+Tokyo Seoul Beijing Delhi Cairo Lagos Nairobi Sydney Toronto Chicago Boston Denver Austin Seattle
+Miami Lima Bogota Quito Santiago Havana Moscow Kyiv Helsinki Stockholm Zurich Geneva Munich Hamburg
+Milan Naples Seville Valencia Lyon Nice Brussels Amsterdam Copenhagen Riga Vilnius Tallinn Budapest
+Bucharest Istanbul Dubai Mumbai Bangkok Hanoi Manila Jakarta Osaka Kyoto Perth Auckland Montreal
+Vancouver Dallas Phoenix Houston Glasgow Leeds Utrecht Antwerp Florence Turin Bilbao Marseille""")
+HELDOUT_CITIES = words("""Lisbon Porto Reykjavik Marrakesh Ljubljana Tbilisi Yerevan Wellington
+Montevideo Ouagadougou Kathmandu Thessaloniki Bratislava Antananarivo Cartagena Guadalajara Winnipeg
+Adelaide Krakow Gdansk Trondheim Dubrovnik Valparaiso Mombasa Zanzibar Edinburgh Bordeaux Salzburg
+Bergen Aarhus Tampere Heidelberg""")
+
+TRAIN_PETS = words("""Rex Milo Luna Coco Rocky Daisy Teddy Nala Simba Oreo Pepper Biscuit Ziggy
+Shadow Ginger Loki Tiger Buddy Peanut Pixel Waffles Noodle Pickles Muffin Cookie Sparky Fluffy Bandit
+Marley Olive Juno Kiwi Tofu Bean Snowy Patch Button Pumpkin Whiskers Bubbles""")
+HELDOUT_PETS = words("""Biscotti Pumpernickel Zorro Mittens Gizmo Nugget Sprinkles Widget Socks
+Chewbacca Fudge Pretzel Marmalade Dumpling Truffle Noodlebug""")
+
+COLOURS = words("red blue green yellow orange purple pink brown black white grey silver gold teal "
+                "violet indigo maroon navy beige turquoise")
+
+TRAIN_ITEMS = words("""apples milk eggs bread butter rice tea coffee sugar salt onions carrots
+lemons cheese pasta beans flour honey oats yogurt soap paper pens books socks shoes hats cups plates
+spoons forks candles batteries lamps keys maps tickets stamps envelopes tomatoes potatoes grapes
+pears jam juice nails glue tape towels""")
+HELDOUT_ITEMS = words("""avocados shampoo lightbulbs cinnamon sardines toothpaste mangoes notebooks
+peppers vinegar matches blueberries crackers umbrellas""")
+
+# Numbers the training data never uses (a fixed draw, independent of --seed).
+_number_rng = random.Random(20261203)
+HELDOUT_NUMBERS = sorted({_number_rng.randint(10, 99) for _ in range(20)}
+                         | {_number_rng.randint(100, 999) for _ in range(60)}
+                         | {_number_rng.randint(1000, 9999) for _ in range(70)})
+
+SYLLABLE_ONSETS = words("b br c ch d dr f g gr h j k kl l m n p pr r s sh st t tr v w z")
+SYLLABLE_VOWELS = words("a e i o u a e i o ai ei ou ia")
+SYLLABLE_CODAS = ["", "", "", "n", "r", "l", "s", "m", "x", "nd"]
+HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PETS}
+
+
+# Share of made-up words spelled from random letters rather than syllables (--augment sets
+# it): their tokens are any pieces the tokenizer has, as in names it splits oddly.
+RANDOM_LETTERS = {"share": 0.0}
+LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
+
+
+def made_up_word(rng):
+    while True:
+        if RANDOM_LETTERS["share"] and rng.random() < RANDOM_LETTERS["share"]:
+            w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 10)))
+        else:
+            w = "".join(rng.choice(SYLLABLE_ONSETS) + rng.choice(SYLLABLE_VOWELS) + rng.choice(SYLLABLE_CODAS)
+                        for _ in range(rng.randint(2, 3)))
+        if w not in HELDOUT_WORDS:
+            return w.capitalize()
+
+
+def draw_number(rng, split):
+    if split == "heldout":
+        return str(rng.choice(HELDOUT_NUMBERS))
+    held = set(HELDOUT_NUMBERS)
+    while True:
+        n = rng.choice([rng.randint(0, 9), rng.randint(10, 99), rng.randint(100, 999), rng.randint(1000, 9999)])
+        if n not in held:
+            return str(n)
+
+
+def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=()):
+    def draw(rng, split):
+        if split == "heldout":
+            return rng.choice(heldout_pool)
+        if rng.random() < made_up:
+            w = made_up_word(rng)
+            return w + rng.choice(suffixes) if suffixes and rng.random() < 0.5 else w
+        return rng.choice(train_pool)
+    return draw
+
+
+def draw_list(rng, split):
+    items = rng.sample(TRAIN_ITEMS if split == "train" else HELDOUT_ITEMS, rng.randint(2, 4))
+    if RANDOM_LETTERS["share"] and rng.random() < RANDOM_LETTERS["share"]:
+        items[rng.randrange(len(items))] = made_up_word(rng).lower()
+    if rng.random() < 0.5:
+        return ", ".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# ---------------------------------------------------------------- facts
+# state: sentence frames that state the fact ({x} = value); np: noun phrases naming it;
+# wh: clauses naming it ("where I live"); ask: whole questions. Each split in train/heldout.
 
 FACTS = {
     "name": dict(
-        draw=lambda rng: rng.choice(NAMES),
-        state_train=[
-            "My name is {x}.", "I'm {x}.", "Call me {x}.", "You can call me {x}.",
-            "Hi, I am {x}.", "Hello, my name is {x}.", "The name's {x}.", "Name: {x}.",
-            "My name's {x}.", "Hey there, {x} here.", "I am called {x}.", "Everyone calls me {x}.",
-            "Just so you know, my name is {x}.", "Please remember that my name is {x}.",
-            "Let me introduce myself: I'm {x}.", "Hi! The name is {x}.",
-        ],
-        state_heldout=[
-            "People know me by the name {x}.", "Nice to meet you, I go by {x}.",
-            "For the record, my first name is {x}.", "Remember this name, it is mine: {x}.",
-        ],
-        ask_train=[
-            "What is my name?", "What's my name?", "Do you remember my name?", "Who am I?",
-            "What did I say my name was?", "Can you tell me my name?", "Remind me of my name.",
-            "What name did I give you?", "Tell me my name.", "Say my name.", "My name is what?",
-            "Which name did I tell you?",
-        ],
-        ask_heldout=[
-            "Quick question: what was my name again?", "Could you repeat the name I told you?",
-            "Do you still know what I am called?", "I forgot, which name did I introduce myself with?",
-        ],
-        ack=["Nice to meet you, {x}.", "Hello, {x}!", "Hi {x}, I will remember your name.", "Got it, {x}."],
-        answer=["Your name is {x}."],
+        draw=draw_from(TRAIN_NAMES, HELDOUT_NAMES, made_up=0.5),
+        state=dict(train=["My name is {x}", "I'm {x}", "Call me {x}", "You can call me {x}", "The name's {x}",
+                          "My name's {x}", "{x} here", "This is {x}", "I am called {x}", "Everyone calls me {x}",
+                          "People call me {x}", "My first name is {x}", "Name: {x}", "They call me {x}",
+                          "My friends call me {x}", "I go by the name {x}", "My name is {x}, by the way"],
+                   heldout=["I'm named {x}", "You may call me {x}", "My parents named me {x}",
+                            "Let me introduce myself, my name is {x}", "The name is {x}"]),
+        np=dict(train=["my name", "my first name", "the name I told you", "the name I gave you", "my name again"],
+                heldout=["the name I mentioned", "the name I shared with you"]),
+        wh=dict(train=["what my name is", "what I am called", "what my name was", "who I am"],
+                heldout=["what name I gave", "what you should call me"]),
+        ask=dict(train=["Who am I?", "What am I called?", "What do people call me?", "What should you call me?",
+                        "My name is what?"],
+                 heldout=["What name do I have?", "Who is talking to you?"]),
+        answer="Your name is {x}.",
     ),
     "number": dict(
         draw=draw_number,
-        state_train=[
-            "My favourite number is {x}.", "My lucky number is {x}.", "Remember the number {x}.",
-            "The number is {x}.", "Please remember this number: {x}.", "My number is {x}.",
-            "Keep this number in mind: {x}.", "Note the number {x}.", "I like the number {x}.",
-            "Here is a number for you: {x}.", "Store this number: {x}.", "My code number is {x}.",
-        ],
-        state_heldout=[
-            "Can you memorize a number for me? It is {x}.", "The secret number I picked is {x}.",
-            "A number to keep for later: {x}.", "I chose the number {x}, hold on to it.",
-        ],
-        ask_train=[
-            "What is my number?", "What number did I tell you?", "What was the number?",
-            "Which number did I give you?", "Tell me the number.", "What's my lucky number?",
-            "Do you remember the number?", "Remind me of the number.", "What number was it?",
-            "Can you tell me the number I gave you?",
-        ],
-        ask_heldout=[
-            "Which number did I ask you to remember?", "What was the number from before?",
-            "Say the number I mentioned earlier.", "Could you repeat my number?",
-        ],
-        ack=["Okay, I will remember {x}.", "Got it: {x}.", "Noted, the number is {x}.", "Sure, {x}."],
-        answer=["The number is {x}."],
+        state=dict(train=["My favourite number is {x}", "My lucky number is {x}", "Remember the number {x}",
+                          "The number is {x}", "My number is {x}", "Keep the number {x} in mind",
+                          "Note this number: {x}", "Here is a number: {x}", "My favorite number is {x}",
+                          "Please remember the number {x}", "I like the number {x}", "My number? It is {x}",
+                          "Store this number: {x}", "The number to remember is {x}"],
+                   heldout=["I picked the number {x}", "A number for later: {x}", "My secret number is {x}",
+                            "Please hold on to the number {x} for me"]),
+        np=dict(train=["my number", "my favourite number", "my lucky number", "the number", "the number I told you",
+                       "the number I gave you", "my favorite number"],
+                heldout=["the number I mentioned", "the number I shared with you"]),
+        wh=dict(train=["what my number is", "which number I gave you", "what the number was"],
+                heldout=["which number I picked", "what number I chose"]),
+        ask=dict(train=["Which number did I give you?", "What number did I say?", "What was the number?"],
+                 heldout=["Which number was mine?", "What number do I like?"]),
+        answer="Your number is {x}.",
     ),
     "city": dict(
-        draw=lambda rng: rng.choice(CITIES),
-        state_train=[
-            "I live in {x}.", "I'm from {x}.", "My home city is {x}.", "I come from {x}.",
-            "My city is {x}.", "I was born in {x}.", "I moved to {x} last year.", "Home for me is {x}.",
-            "I stay in {x}.", "My town is {x}.", "I grew up in {x}.", "These days I live in {x}.",
-        ],
-        state_heldout=[
-            "Where do I live? In {x}, so keep that in mind.", "My address is in the city of {x}.",
-            "I have an apartment in {x}.", "The city I call home is {x}.",
-        ],
-        ask_train=[
-            "Where do I live?", "What city do I live in?", "Where am I from?", "What is my city?",
-            "Which city did I mention?", "Do you remember where I live?", "Where is my home?",
-            "Tell me my city.", "What's my home city?", "Which town am I from?",
-        ],
-        ask_heldout=[
-            "In which city is my home?", "Can you recall the city I named?",
-            "Remind me where I said I live.", "Which place do I call home?",
-        ],
-        ack=["{x} sounds lovely.", "Nice, {x}!", "Okay, you live in {x}.", "Got it, {x}."],
-        answer=["You live in {x}."],
+        draw=draw_from(TRAIN_CITIES, HELDOUT_CITIES, made_up=0.4, suffixes=["ton", "burg", " City", "ville"]),
+        state=dict(train=["I live in {x}", "I'm from {x}", "I come from {x}", "My home is in {x}", "My city is {x}",
+                          "I live in the city of {x}", "Home for me is {x}", "These days I live in {x}",
+                          "My home city is {x}", "I am from {x}", "I grew up in {x} and still live there",
+                          "My town is {x}", "I moved to {x} and live there now"],
+                   heldout=["My home town is {x}", "I have lived in {x} for years", "My flat is in {x}",
+                            "I am based in {x}", "I reside in {x}"]),
+        np=dict(train=["my city", "my home city", "the city I live in", "my town", "the city I told you",
+                       "the city I come from"],
+                heldout=["the city I mentioned", "the place I live"]),
+        wh=dict(train=["where I live", "where I am from", "where my home is", "which city I live in"],
+                heldout=["what city I live in", "where I said I live"]),
+        ask=dict(train=["Where do I live?", "Where am I from?", "Which city do I live in?", "Where is my home?",
+                        "What city am I from?"],
+                 heldout=["In which city do I live?", "Where is it that I live?"]),
+        answer="You live in {x}.",
     ),
     "colour": dict(
-        draw=lambda rng: rng.choice(COLOURS),
-        state_train=[
-            "My favourite colour is {x}.", "My favorite color is {x}.", "I love the colour {x}.",
-            "I like {x} best.", "My colour is {x}.", "The colour I like most is {x}.",
-            "I really like the color {x}.", "{x} is my favourite colour.", "Best colour ever: {x}.",
-            "My favourite color? {x}.", "I always pick {x} as my colour.", "I prefer the colour {x}.",
-        ],
-        state_heldout=[
-            "Of all colours, I enjoy {x} the most.", "If I had to choose one colour it would be {x}.",
-            "My room is painted {x} because that colour is my favourite.", "Colour preference: {x}.",
-        ],
-        ask_train=[
-            "What is my favourite colour?", "What's my favorite color?", "Which colour do I like?",
-            "What colour did I say?", "Do you remember my favourite colour?", "Tell me my colour.",
-            "Which color is my favourite?", "What is my colour?", "Remind me of my favourite colour.",
-            "What color do I like best?",
-        ],
-        ask_heldout=[
-            "Which colour did I say I prefer?", "Can you recall my favourite color?",
-            "Name the colour I like the most.", "What colour is my favourite again?",
-        ],
-        ack=["{x} is a great colour.", "Nice choice, {x}.", "Okay, {x}.", "I like {x} too."],
-        answer=["Your favourite colour is {x}."],
+        draw=lambda rng, split: rng.choice(COLOURS),
+        state=dict(train=["My favourite colour is {x}", "My favorite color is {x}", "I love the colour {x}",
+                          "{x} is my favourite colour", "The colour I like most is {x}", "I like the color {x} best",
+                          "My colour is {x}", "My favourite color is {x}", "I really love the colour {x}",
+                          "The best colour is {x}, I think"],
+                   heldout=["My best-loved colour is {x}", "I would always choose the colour {x}",
+                            "Colour-wise, I prefer {x}", "Of all colours, I like {x} most"]),
+        np=dict(train=["my favourite colour", "my favorite color", "my colour", "the colour I like",
+                       "the colour I told you", "my favourite color"],
+                heldout=["the colour I mentioned", "the color I prefer"]),
+        wh=dict(train=["what my favourite colour is", "which colour I like", "which color I love"],
+                heldout=["what colour I prefer", "which colour I chose"]),
+        ask=dict(train=["Which colour do I like?", "What colour do I love?", "Which color is my favourite?"],
+                 heldout=["What colour do I prefer?", "Which colour is the one I like?"]),
+        answer="Your favourite colour is {x}.",
     ),
     "pet": dict(
-        draw=lambda rng: rng.choice(PETS),
-        state_train=[
-            "My dog is called {x}.", "My cat's name is {x}.", "I have a pet named {x}.",
-            "My pet is called {x}.", "Our dog is named {x}.", "My pet's name is {x}.",
-            "I have a cat called {x}.", "My puppy is named {x}.", "The name of my pet is {x}.",
-            "We call our pet {x}.", "My rabbit is called {x}.", "I named my pet {x}.",
-        ],
-        state_heldout=[
-            "At home I have a little pet, and its name is {x}.", "My parrot answers to {x}.",
-            "My pet goes by the name {x}.", "Our family pet is {x}.",
-        ],
-        ask_train=[
-            "What is my pet's name?", "What is my pet called?", "What's the name of my pet?",
-            "Do you remember my pet's name?", "What did I name my pet?", "Tell me my pet's name.",
-            "What is my dog called?", "Remind me of my pet's name.", "Which name does my pet have?",
-            "What do we call our pet?",
-        ],
-        ask_heldout=[
-            "Can you recall what my pet is named?", "What was the name of my pet again?",
-            "Which name did I give for my pet?", "How is my pet called?",
-        ],
-        ack=["{x} is a cute name.", "Aw, {x}!", "Okay, your pet is {x}.", "Lovely, {x}."],
-        answer=["Your pet is called {x}."],
-    ),
-    "food": dict(
-        draw=lambda rng: rng.choice(FOODS),
-        state_train=[
-            "My favourite food is {x}.", "I love eating {x}.", "I really like {x}.",
-            "My favorite food is {x}.", "I could eat {x} every day.", "The food I like most is {x}.",
-            "{x} is my favourite food.", "I enjoy {x} more than anything.", "My best food is {x}.",
-            "I always order {x}.", "Food I love: {x}.", "Nothing beats {x} for me.",
-        ],
-        state_heldout=[
-            "If I could only eat one food, it would be {x}.", "My top food choice is {x}.",
-            "For dinner I would always pick {x}, my favourite food.", "Favourite dish: {x}.",
-        ],
-        ask_train=[
-            "What is my favourite food?", "What food do I like?", "What's my favorite food?",
-            "Which food do I love?", "Do you remember my favourite food?", "Tell me my favourite food.",
-            "What do I like to eat?", "Remind me of my favourite food.", "What food did I mention?",
-            "Which food is my favourite?",
-        ],
-        ask_heldout=[
-            "Can you recall which food I enjoy most?", "What was my favourite food again?",
-            "Name the food I said I love.", "Which dish do I like best?",
-        ],
-        ack=["Yum, {x}!", "{x} is tasty.", "Okay, {x}.", "Good choice, {x}."],
-        answer=["Your favourite food is {x}."],
-    ),
-    "job": dict(
-        draw=lambda rng: rng.choice(JOBS),
-        state_train=[
-            "I work as a {x}.", "I am a {x}.", "My job is {x}.", "I'm a {x} by profession.",
-            "My job: {x}.", "I have been a {x} for years.", "I make a living as a {x}.",
-            "At work I am a {x}.", "My profession is {x}.", "For work, I'm a {x}.",
-        ],
-        state_heldout=[
-            "By trade I am a {x}.", "My occupation is {x}.", "I earn my money working as a {x}.",
-            "Job title: {x}.",
-        ],
-        ask_train=[
-            "What is my job?", "What do I do for work?", "What's my job?", "What is my profession?",
-            "Do you remember my job?", "Tell me my job.", "What work do I do?", "Remind me of my job.",
-            "Which job did I mention?", "What do I work as?",
-        ],
-        ask_heldout=[
-            "Can you recall my occupation?", "What did I say I do for a living?",
-            "Which job do I have again?", "Name my job.",
-        ],
-        ack=["A {x}, nice!", "Okay, you are a {x}.", "Good to know, {x}.", "Cool, a {x}."],
-        answer=["Your job is {x}."],
+        draw=draw_from(TRAIN_PETS, HELDOUT_PETS, made_up=0.5),
+        state=dict(train=["My dog is called {x}", "My cat's name is {x}", "I have a pet named {x}",
+                          "My pet is called {x}", "Our dog is named {x}", "My pet's name is {x}",
+                          "I have a rabbit called {x}", "My hamster is called {x}", "We call our pet {x}",
+                          "I named my pet {x}", "My cat is called {x}", "My puppy is named {x}"],
+                   heldout=["My parrot is named {x}", "I own a little pet called {x}", "The name of our pet is {x}",
+                            "We have a cat, her name is {x}"]),
+        np=dict(train=["my pet's name", "the name of my pet", "my pet", "my dog's name", "my cat's name",
+                       "the name of my dog"],
+                heldout=["the name my pet has", "my pet's name again"]),
+        wh=dict(train=["what my pet is called", "what my pet's name is", "what I named my pet"],
+                heldout=["how my pet is called", "what name my pet has"]),
+        ask=dict(train=["What is my pet called?", "What did I name my pet?", "What is my dog called?",
+                        "What do we call our pet?"],
+                 heldout=["How is my pet called?", "What name does my pet have?"]),
+        answer="Your pet is called {x}.",
     ),
     "list": dict(
         draw=draw_list,
-        state_train=[
-            "My shopping list is {x}.", "I need to buy {x}.", "Remember my list: {x}.",
-            "Here is my list: {x}.", "Please remember these items: {x}.", "My list: {x}.",
-            "I have to get {x}.", "Shopping list: {x}.", "Keep this list: {x}.",
-            "The things I need are {x}.", "Add these to my list: {x}.", "On my list are {x}.",
-        ],
-        state_heldout=[
-            "Can you hold on to a list for me? It is {x}.", "Things to pick up later: {x}.",
-            "Today I must not forget {x}.", "Store my items: {x}.",
-        ],
-        ask_train=[
-            "What is on my list?", "What is my shopping list?", "What do I need to buy?",
-            "What was my list?", "Do you remember my list?", "Tell me my list.",
-            "Which items are on my list?", "Remind me of my list.", "What did I need to get?",
-            "Read my list back to me.",
-        ],
-        ask_heldout=[
-            "Can you recall the items I gave you?", "What things did I say I must buy?",
-            "Repeat my shopping list, please.", "Which items did I ask you to remember?",
-        ],
-        ack=["Okay, I will remember your list.", "Got it, {x}.", "Noted: {x}.", "Sure, your list is {x}."],
-        answer=["Your list is {x}."],
+        state=dict(train=["My shopping list is {x}", "I need to buy {x}", "Remember my list: {x}",
+                          "Here is my list: {x}", "Please remember these items: {x}", "I have to get {x}",
+                          "Shopping list: {x}", "Keep this list: {x}", "The things I need are {x}",
+                          "On my list are {x}", "Add {x} to my list", "My list is {x}"],
+                   heldout=["Things to pick up later: {x}", "Today I must buy {x}", "Put {x} on my shopping list",
+                            "The items on my list are {x}"]),
+        np=dict(train=["my list", "my shopping list", "the list", "the items on my list", "the things I need",
+                       "the list I gave you"],
+                heldout=["the list I mentioned", "the items I must buy"]),
+        wh=dict(train=["what is on my list", "what I need to buy", "what I have to get"],
+                heldout=["what my list says", "which items I need"]),
+        ask=dict(train=["What do I need to buy?", "What is on my list?", "What do I have to get?"],
+                 heldout=["Which items are on my list?", "What must I buy?"]),
+        answer="Your list is {x}.",
     ),
 }
 
-# Light wrappers around a user message, also split train/heldout.
-PREFIX_TRAIN = ["", "", "", "", "Hey, ", "Ok, ", "So, ", "By the way, ", "Also, ", "Hi! ", "Well, ", "Right, "]
-PREFIX_HELDOUT = ["", "", "Alright then. ", "One more thing: ", "Hmm, "]
-SUFFIX_TRAIN = ["", "", "", "", " Thanks!", " Please.", " Thank you.", " :)"]
-SUFFIX_HELDOUT = ["", "", " Cheers.", " Much appreciated."]
+NP_LEADS = dict(train=["What is {o}?", "What's {o}?", "What was {o}?", "Do you remember {o}?", "Can you tell me {o}?",
+                       "Do you know {o}?", "Tell me {o}.", "Remind me of {o}.", "Please tell me {o}.",
+                       "What is {o} again?", "I forgot {o}. What was it?", "Repeat {o}, please."],
+                heldout=["Could you recall {o}?", "Would you remind me of {o}?", "Quick check: {o}?",
+                         "Please say {o} once more.", "I need {o}, what is it?"])
+WH_LEADS = dict(train=["Do you remember {o}?", "Can you tell me {o}?", "Do you know {o}?", "Tell me {o}.",
+                       "Remind me {o}.", "Do you still know {o}?"],
+                heldout=["Could you recall {o}?", "Any idea {o}?", "Would you tell me {o}?"])
 
-# ---------------------------------------------------------------- tasks (no memory needed)
+OPENERS = dict(train=["Hi, ", "Hello! ", "Hey, ", "Ok, ", "So, ", "By the way, ", "Also, ", "Well, ", "Oh, and ",
+                      "Listen, ", "Right, ", "Now, ", "Okay. ", "Hello there. "],
+               heldout=["Alright then. ", "One more thing: ", "Hmm, ", "Good morning! ", "Before I forget, "])
+CLOSERS = dict(train=[" Thanks!", " Please.", " Thank you.", " :)", " Please remember that.", " Don't forget it.",
+                      " Okay?", " Thanks a lot."],
+               heldout=[" Cheers.", " Much appreciated.", " Keep that in mind!"])
 
+# ---------------------------------------------------------------- other turns
 
-def task_add(rng, split):
-    a, b = rng.randint(0, 50), rng.randint(0, 50)
-    q = rng.choice(["What is {a} + {b}?", "{a} + {b} = ?", "Add {a} and {b}.", "What is {a} plus {b}?",
-                    "Compute {a} + {b}.", "Sum of {a} and {b}?"] if split == "train" else
-                   ["How much is {a} plus {b}?", "Please add {a} to {b}."])
-    return q.format(a=a, b=b), str(a + b)
+GREETINGS = dict(train=["Hi!", "Hello!", "Hey!", "Hi there!", "Hello there.", "Good morning!", "Good evening.",
+                        "Hey, hello!", "Morning!", "Hi.", "Hello", "hi", "Hey there!", "Good morning."],
+                 heldout=["Hello again!", "Hi, good morning!", "Hey there, hello.", "Well hello!", "Good day!"])
+THANKS = dict(train=["Thanks!", "Thank you!", "Thanks a lot.", "Thank you very much.", "Great, thanks!",
+                     "Cheers!", "Thanks for that.", "thanks", "Ok, thank you."],
+              heldout=["Many thanks!", "Thank you so much!", "Thanks, that helps.", "Okay, thanks a lot!"])
+GREETING_REPLY, THANKS_REPLY = "Hello! How can I help you?", "You're welcome!"
 
+SMALL_TALK = [("How are you?", "I am fine, thank you."), ("Who are you?", "I am a small assistant made by warmstart."),
+              ("What can you do?", "I can remember what you tell me and do small sums."),
+              ("Bye!", "Goodbye!"), ("Are you a robot?", "I am a small language model."),
+              ("Can you help me?", "Yes, of course.")]
 
-def task_mul(rng, split):
-    a, b = rng.randint(0, 12), rng.randint(0, 12)
-    q = rng.choice(["What is {a} * {b}?", "What is {a} times {b}?", "Multiply {a} by {b}.", "{a} x {b} = ?",
-                    "Compute {a} * {b}."] if split == "train" else
-                   ["How much is {a} times {b}?", "What do you get when you multiply {a} and {b}?"])
-    return q.format(a=a, b=b), str(a * b)
+ARITH = dict(train=["What is {a} plus {b}?", "What is {a} + {b}?", "{a} + {b} = ?", "{a}+{b}?", "Add {a} and {b}.",
+                    "How much is {a} plus {b}?", "Calculate {a} + {b}.", "What do you get if you add {a} and {b}?",
+                    "What's {a} plus {b}?", "{a} plus {b}?", "Compute {a} + {b}."],
+             heldout=["Can you work out {a} plus {b}?", "Quick sum: {a} + {b}", "Please calculate {a} plus {b}.",
+                      "I need {a} + {b}, what is it?"])
+ARITH_SUB = dict(train=["What is {a} minus {b}?", "What is {a} - {b}?", "{a} - {b} = ?", "{a}-{b}?",
+                        "Subtract {b} from {a}.", "How much is {a} minus {b}?", "Calculate {a} - {b}.",
+                        "What's {a} minus {b}?", "{a} minus {b}?", "What is {a} take away {b}?"],
+                 heldout=["Can you work out {a} minus {b}?", "Quick sum: {a} - {b}", "Please calculate {a} minus {b}.",
+                          "I need {a} - {b}, what is it?"])
 
+COUNTRIES = dict(train=words("France Peru Japan Chile Kenya Norway Canada Egypt Spain Brazil India Ghana"),
+                 heldout=words("Mongolia Bolivia Finland Vietnam"))
+WORLD = dict(train=["What is the capital of {c}?", "Who is the president of {c}?", "How many people live in {c}?",
+                    "What is the weather today?", "What time is it?", "Who wrote the first novel?",
+                    "How far away is the moon?", "What year is it?", "What is the tallest mountain in {c}?",
+                    "Who won the game last night?", "What is the meaning of life?", "How old is the universe?",
+                    "What is the best film ever made?", "What language do they speak in {c}?"],
+             heldout=["Who painted the most famous painting in {c}?", "What is the population of {c}?",
+                      "How deep is the ocean?", "Which river is the longest in {c}?", "What will the weather be tomorrow?"])
+UNKNOWN_REPLY = "I don't know."
 
-def task_sub(rng, split):
-    a = rng.randint(0, 50)
-    b = rng.randint(0, a)
-    q = rng.choice(["What is {a} - {b}?", "What is {a} minus {b}?", "Subtract {b} from {a}."]
-                   if split == "train" else ["How much is {a} take away {b}?"])
-    return q.format(a=a, b=b), str(a - b)
-
-
-def words(rng, lo, hi):
-    return " ".join(rng.choice(ECHO_WORDS) for _ in range(rng.randint(lo, hi)))
-
-
-def task_echo(rng, split):
-    w = words(rng, 2, 5)
-    q = rng.choice(["Repeat after me: {w}", "Say this back: {w}", "Echo: {w}", "Please repeat: {w}",
-                    "Copy this exactly: {w}"] if split == "train" else ["Can you say back the words {w}"])
-    return q.format(w=w), w
-
-
-def task_upper(rng, split):
-    w = words(rng, 2, 4)
-    q = rng.choice(["Uppercase this: {w}", "Write in capitals: {w}", "Make this uppercase: {w}",
-                    "Convert to upper case: {w}"] if split == "train" else ["Shout these words in capitals: {w}"])
-    return q.format(w=w), w.upper()
-
-
-def task_reverse(rng, split):
-    items = rng.sample(ECHO_WORDS, rng.randint(3, 4))
-    q = rng.choice(["Reverse this list: {l}", "Reverse the order: {l}", "Write this list backwards: {l}",
-                    "Put these in reverse order: {l}"] if split == "train" else ["Flip the order of {l}"])
-    return q.format(l=", ".join(items)), ", ".join(reversed(items))
-
-
-def task_count(rng, split):
-    items = rng.sample(ECHO_WORDS, rng.randint(1, 7))
-    q = rng.choice(["How many items are in this list: {l}?", "Count the items: {l}", "How many words: {l}?",
-                    "Count these: {l}"] if split == "train" else ["Tell me how many things are here: {l}"])
-    return q.format(l=", ".join(items)), str(len(items))
-
-
-def task_chat(rng, split):
-    return rng.choice([
-        ("Hello!", "Hello! How can I help you?"), ("How are you?", "I am fine, thank you."),
-        ("Thanks!", "You are welcome."), ("Who are you?", "I am a small assistant made by warmstart."),
-        ("Can you help me?", "Yes, of course."), ("Good morning.", "Good morning!"),
-        ("Tell me a joke.", "Why did the cat sit on the computer? To keep an eye on the mouse."),
-        ("What can you do?", "I can remember facts, do small sums, and repeat or format text."),
-        ("Bye!", "Goodbye!"), ("Are you a robot?", "I am a small language model."),
-    ])
+ECHO_WORDS = words("""sun moon star tree river stone cloud rain snow wind fire light dark quick slow
+happy small big cold warm old new bright soft loud calm wild bird fish frog bear fox owl wolf lion mouse
+door book pen cup box road hill lake sea boat car bus train ship house garden""")
+ECHO = dict(train=["Repeat after me: {w}", "Say this back: {w}", "Echo: {w}", "Please repeat: {w}",
+                   "Copy this exactly: {w}"],
+            heldout=["Say back these words: {w}", "Could you repeat this: {w}"])
+CHATTER_SUBJECTS = words("brother sister friend neighbour boss teacher cousin uncle aunt colleague")
+CHATTER_DID = ["was late", "went home early", "called me", "bought a new car", "is on holiday", "plays football",
+               "cooked dinner", "fixed the door", "read a long book", "lost the keys", "started a new job"]
+CHATTER_WHEN = ["today", "yesterday", "this morning", "last night", "on Sunday", "again", "this week"]
+CHATTER_PLAIN = ["The weather is cold today.", "It is raining here.", "I had a long day.", "The bus was late.",
+                 "I am a bit tired.", "The coffee is good today.", "Work was busy.", "I watched a film yesterday."]
 
 
-TASKS = [task_add, task_mul, task_sub, task_echo, task_upper, task_reverse, task_count, task_chat]
-
-# ---------------------------------------------------------------- conversations
-
-
-def wrap(rng, text, split):
-    pre = rng.choice(PREFIX_TRAIN if split == "train" else PREFIX_HELDOUT)
-    suf = rng.choice(SUFFIX_TRAIN if split == "train" else SUFFIX_HELDOUT)
-    if pre and text[:1].isupper() and not text.startswith("I ") and not text.startswith("I'"):
-        text = text[0].lower() + text[1:]
-    return pre + text + suf
+def chatter(rng):
+    if rng.random() < 0.4:
+        return rng.choice(CHATTER_PLAIN)
+    return f"My {rng.choice(CHATTER_SUBJECTS)} {rng.choice(CHATTER_DID)} {rng.choice(CHATTER_WHEN)}."
 
 
-def conversation(rng, split):
-    """One conversation; returns (messages, checks)."""
-    pool = "train" if split == "train" else "heldout"
-    kinds = rng.sample(sorted(FACTS), rng.randint(1, 3))
-    values = {k: FACTS[k]["draw"](rng) for k in kinds}
-    msgs, checks = [], []
+def lower_first(text):
+    return text if text.startswith(("I ", "I'")) else text[:1].lower() + text[1:]
 
-    def say(user, assistant):
-        msgs.append({"role": "user", "content": user})
-        msgs.append({"role": "assistant", "content": assistant})
 
-    # 1. state the facts: one per turn, or two in one message
-    i = 0
-    while i < len(kinds):
-        if i + 1 < len(kinds) and rng.random() < 0.3:
-            a, b = kinds[i], kinds[i + 1]
-            ta = rng.choice(FACTS[a]["state_" + pool]).format(x=values[a])
-            tb = rng.choice(FACTS[b]["state_" + pool]).format(x=values[b])
-            say(wrap(rng, ta + " " + tb, split), rng.choice(["Okay, noted.", "Got it, I will remember both.",
-                                                             "Thanks, I will remember that."]))
-            i += 2
+def after(opener, text):
+    """text after an opener: lower-cased first letter unless the opener ends a sentence."""
+    return opener + (text if opener.rstrip()[-1:] in ".!?" else lower_first(text))
+
+
+def wrap(rng, text, split, p_open=0.35, p_close=0.25):
+    """The core sentence with an optional opener/closer (and, in training, small talk around it)."""
+    if rng.random() < p_open:
+        if split == "train" and rng.random() < 0.3:
+            text = chatter(rng) + " " + text
         else:
-            k = kinds[i]
-            t = rng.choice(FACTS[k]["state_" + pool]).format(x=values[k])
-            say(wrap(rng, t, split), rng.choice(FACTS[k]["ack"]).format(x=values[k]))
-            i += 1
-    # 2. unrelated tasks in between
-    for _ in range(rng.randint(1, 4)):
-        q, a = rng.choice(TASKS)(rng, pool)
-        say(wrap(rng, q, split) if rng.random() < 0.3 else q, a)
-    # 3. ask about the facts (in random order), with tasks interleaved
-    order = kinds[:]
-    rng.shuffle(order)
-    for k in order:
-        q = rng.choice(FACTS[k]["ask_" + pool])
-        checks.append({"turn": len(msgs), "expect": values[k], "kind": k})
-        say(wrap(rng, q, split), rng.choice(FACTS[k]["answer"]).format(x=values[k]))
-        if rng.random() < 0.3:
-            q, a = rng.choice(TASKS)(rng, pool)
-            say(q, a)
-    # sometimes ask a question again later (repeated recall)
-    if rng.random() < 0.2:
-        k = rng.choice(kinds)
-        checks.append({"turn": len(msgs), "expect": values[k], "kind": k})
-        say(rng.choice(FACTS[k]["ask_" + pool]), rng.choice(FACTS[k]["answer"]).format(x=values[k]))
+            text = after(rng.choice(OPENERS[split]), text)
+    if rng.random() < p_close:
+        text += " " + chatter(rng) if split == "train" and rng.random() < 0.3 else rng.choice(CLOSERS[split])
+    return text
+
+
+def ask_text(rng, kind, split):
+    f, r = FACTS[kind], rng.random()
+    if r < 0.45:
+        return rng.choice(NP_LEADS[split]).format(o=rng.choice(f["np"][split]))
+    if r < 0.7:
+        return rng.choice(WH_LEADS[split]).format(o=rng.choice(f["wh"][split]))
+    return rng.choice(f["ask"][split])
+
+
+def state_text(rng, kinds, values, split):
+    parts = [rng.choice(FACTS[k]["state"][split]).format(x=values[k]) for k in kinds]
+    parts = [p[0].upper() + p[1:] for p in parts]
+    if len(parts) == 1:
+        return parts[0] + "."
+    if rng.random() < 0.5:
+        return " ".join(p + "." for p in parts)
+    return ", ".join([parts[0]] + [lower_first(p) for p in parts[1:-1]]) + " and " + lower_first(parts[-1]) + "."
+
+
+def ack_text(kinds, values):
+    if "name" in kinds:
+        return f"Nice to meet you, {values['name']}! I will remember that."
+    return "Got it, I will remember that."
+
+
+def filler_turn(rng, split):
+    """(user, assistant, kind or None): an unrelated turn; kind names a measured skill or "echo"."""
+    r = rng.random()
+    if r < 0.25:
+        a, b = rng.randint(0, 9), rng.randint(0, 9)
+        sub = rng.random() < 0.5
+        q = rng.choice((ARITH_SUB if sub else ARITH)[split]).format(a=a, b=b)
+        return wrap(rng, q, split, 0.15, 0.1), f"The answer is {a - b if sub else a + b}.", "arithmetic"
+    if r < 0.4:
+        q = rng.choice(WORLD[split])
+        q = q.format(c=rng.choice(COUNTRIES[split]), t=rng.choice(THINGS) if "{t}" in q else "")
+        return wrap(rng, q, split, 0.15, 0.1), UNKNOWN_REPLY, "unknown"
+    if r < 0.5:
+        return rng.choice(THANKS[split]), THANKS_REPLY, "greeting"
+    if r < 0.65:
+        w = " ".join(rng.choice(ECHO_WORDS) for _ in range(rng.randint(2, 5)))
+        return rng.choice(ECHO[split]).format(w=w), w, "echo"
+    if r < 0.8:
+        return chatter(rng), "I see.", None
+    q, a = rng.choice(SMALL_TALK)
+    return q, a, None
+
+
+def plan(rng, n_turns):
+    """Which turn states which facts and which turn asks about which, for an n-turn conversation.
+
+    Returns (states: {turn: [kinds]}, asks: {turn: kind or ('unknown', kind)})."""
+    kinds = rng.sample(sorted(FACTS), rng.randint(1, min(4, max(1, n_turns - 1))))
+    states, asks = {}, {}
+    for k in kinds:
+        for _ in range(20):
+            s = rng.randrange(0, max(1, n_turns - 1))
+            if s in asks:
+                continue
+            later = [t for t in range(s + 1, min(n_turns, s + 9)) if t not in asks and t not in states]
+            if not later:
+                continue
+            if s in states and len(states[s]) >= 3:
+                continue
+            states.setdefault(s, []).append(k)
+            asks[rng.choice(later)] = k
+            break
+    unstated = [k for k in sorted(FACTS) if k not in [x for v in states.values() for x in v]]
+    free = [t for t in range(n_turns) if t not in states and t not in asks]
+    if free and unstated and rng.random() < 0.6:
+        asks[rng.choice(free)] = ("unknown", rng.choice(unstated))
+    return states, asks
+
+
+def conversation(rng, split, n_turns, aug=None):
+    """One conversation of n_turns exchanges: (messages, checks). aug: an rng for augment()."""
+    states, asks = plan(rng, n_turns)
+    values = {k: FACTS[k]["draw"](rng, split) for ks in states.values() for k in ks}
+    msgs, checks = [], []
+    for t in range(n_turns):
+        check, verbatim = None, False
+        if t in states:
+            ks = states[t]
+            user = wrap(rng, state_text(rng, ks, values, split), split)
+            if t == 0 and rng.random() < 0.3:
+                user = after(rng.choice(["Hi, ", "Hello! ", "Hey! "] if split == "train" else ["Hi there, ", "Good day! "]),
+                             user)
+            reply = ack_text(ks, values)
+        elif t in asks and isinstance(asks[t], tuple):
+            user, reply = wrap(rng, ask_text(rng, asks[t][1], split), split), UNKNOWN_REPLY
+            check = {"kind": "unknown", "expect": [UNKNOWN_REPLY]}
+        elif t in asks:
+            k = asks[t]
+            user, reply = wrap(rng, ask_text(rng, k, split), split), FACTS[k]["answer"].format(x=values[k])
+            check = {"kind": "recall", "fact": k, "expect": [" " + values[k] + "."]}
+        elif t == 0 and rng.random() < 0.5:
+            user, reply = rng.choice(GREETINGS[split]), GREETING_REPLY
+            check = {"kind": "greeting", "expect": ["Hello"]}
+        else:
+            user, reply, kind = filler_turn(rng, split)
+            verbatim = kind == "echo"
+            if kind in ("arithmetic", "unknown", "greeting"):
+                check = {"kind": kind, "expect": [reply[reply.rfind(" "):] if kind == "arithmetic" else
+                                                  ("welcome" if kind == "greeting" else reply)]}
+        if aug:
+            user = augment(aug, user, t in states or verbatim)
+        if check:
+            checks.append({"turn": len(msgs), **check})
+        msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
     return msgs, checks
+
+
+# ---------------------------------------------------------------- augmentation (--augment)
+# A second training set, used for the last phase: more frames for the same skills and noise
+# around what the user says (lead-ins, tails, filler words, missing punctuation), so the
+# model keys on the words that matter. None of it comes from the held-out pools.
+EXTRA = [
+    (ARITH["train"], ["Solve {a} + {b}.", "Find {a} plus {b}.", "Give me {a} plus {b}.", "Do {a} + {b}.",
+                      "Result of {a} + {b}?", "{a} plus {b} equals what?", "What does {a} plus {b} make?",
+                      "Tell me {a} plus {b}.", "Can you add {a} and {b}?", "Add {b} to {a}.",
+                      "What is the sum of {a} and {b}?", "{a} + {b}"]),
+    (ARITH_SUB["train"], ["Solve {a} - {b}.", "Find {a} minus {b}.", "Give me {a} minus {b}.", "Do {a} - {b}.",
+                          "Result of {a} - {b}?", "{a} minus {b} equals what?", "What does {a} minus {b} make?",
+                          "Tell me {a} minus {b}.", "Can you subtract {b} from {a}?", "Take {b} away from {a}.",
+                          "{a} - {b}"]),
+    (WORLD["train"], ["Who invented the {t}?", "When was the {t} invented?", "What is the biggest city in {c}?",
+                      "Why is the sky blue?", "What is the speed of light?", "What is the national animal of {c}?",
+                      "How high is the highest building in {c}?", "What is the best phone to buy?",
+                      "Who will win the election?", "What should I cook tonight?", "What is the currency of {c}?",
+                      "Who was the first king of {c}?", "Where is {c}?", "What is the stock price today?",
+                      "How many {t}s are there in the world?", "Who is the richest person in {c}?"]),
+    (NP_LEADS["train"], ["Can you say {o}?", "Could you tell me {o}?", "What's {o} again?", "Say {o} again.",
+                         "Give me {o}.", "Please repeat {o}.", "Let me hear {o}.", "And {o}?"]),
+    (WH_LEADS["train"], ["Could you tell me {o}?", "Can you remember {o}?", "Please tell me {o}.",
+                         "I'd like to know {o}.", "Tell me again {o}."]),
+    (THANKS["train"], ["Thanks so much.", "Thank you, that is great.", "Okay, thanks.", "thank you", "Thx!",
+                       "Great, thank you!", "Thanks again!", "Perfect, thanks."]),
+    (GREETINGS["train"], ["Hello, hello!", "Hi hi!", "Hey you!", "Good evening!", "Hi, hello there!", "Hello friend!"]),
+]
+THINGS = words("telephone bicycle radio computer camera car television engine")
+LEADINS = ["Okay so ", "Question: ", "Next question: ", "Another one: ", "Let me ask: ", "I have a question: ",
+           "Sorry, ", "Excuse me, ", "Random question: ", "Hey again, ", "And ", "Oh, ", "Hi again! ", "Ah, ",
+           "Yes. ", "No worries. ", "Great. ", "Good. ", "Nice. ", "Cool. ", "Haha. ", "Wait, ", "Actually, ",
+           "Sure. ", "Another thing: ", "Next: ", "Okay, next. "]
+TAILS = [" Please answer.", " Thanks in advance.", " Just curious.", " Be brief.", " I wonder.", " Thank you!",
+         " :D", " ;)", " please", "!!", " ok?", " Please help.", " Thanks, friend."]
+FILLERS = words("please again now exactly just actually really then")
+
+
+def augment(rng, text, verbatim):
+    """Noise around a user message; one whose words the reply copies (facts stated, words to
+    repeat) only gets a lead-in."""
+    if rng.random() < 0.25:
+        text = after(rng.choice(LEADINS), text) if rng.random() < 0.7 else chatter(rng) + " " + text
+    if verbatim:
+        return text
+    if rng.random() < 0.15:
+        text += rng.choice(TAILS)
+    ws = text.split(" ")
+    plain = [i for i in range(1, len(ws)) if ws[i - 1].isalpha() and ws[i].isalpha() and ws[i].islower()]
+    if plain and rng.random() < 0.2:
+        i = rng.choice(plain)
+        ws.insert(i, rng.choice(FILLERS))
+        text = " ".join(ws)
+    if rng.random() < 0.1 and text[-1:] in ".?!":
+        text = text[:-1]
+    return text
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", choices=["train", "heldout"], required=True)
-    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--count", type=int, default=0, help="training conversations")
+    ap.add_argument("--per-length", type=int, default=0, help="held-out conversations of each length")
+    ap.add_argument("--max-turns", type=int, default=24)
+    ap.add_argument("--augment", action="store_true", help="training: more frames and noise (augment())")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     rng = random.Random(args.seed)
+    aug = None
+    if args.augment:
+        assert args.split == "train", "the held-out set is never augmented"
+        for pool, more in EXTRA:
+            pool.extend(more)
+        RANDOM_LETTERS["share"] = 0.5
+        aug = random.Random(args.seed + 1)
+    if args.split == "train":
+        lengths = [rng.choice([1, 2, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, args.max_turns]) for _ in range(args.count)]
+    else:
+        lengths = [n for n in HELDOUT_LENGTHS for _ in range(args.per_length)]
     with open(args.out, "w") as f:
-        for _ in range(args.count):
-            msgs, checks = conversation(rng, args.split)
-            f.write(json.dumps({"messages": msgs, "checks": checks}) + "\n")
+        for n in lengths:
+            msgs, checks = conversation(rng, args.split, n, aug)
+            f.write(json.dumps({"messages": msgs, "turns": n, "checks": checks}) + "\n")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--init-from", default="", help="start from this checkpoint's weights (a new schedule)")
+    ap.add_argument("--stop-after", type=int, default=0, help="stop after this many steps of the --steps schedule")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -121,7 +122,8 @@ def main():
     t0 = time.time()
     queue, step, ema = [], 0, None
     model.train()
-    while step < args.steps:
+    last = min(args.steps, args.stop_after) if args.stop_after else args.steps
+    while step < last:
         if not queue:
             queue = batches(data, args.batch_tokens, rng)
         ids, tgt = collate(data, queue.pop())

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Skill accuracy of a GGUF chat model on held-out conversations (tools/train/gen_data.py
+--split heldout), through `warmstart chat` (stdin not a terminal: one user message per line
+in, one reply per line out).
+
+The user messages of each conversation are piped in and the model's own replies become the
+history, as in a real chat. A check passes when the reply to its user message contains
+every string of its `expect`. Prints accuracy per skill and per conversation length; every
+conversation runs twice, with the prefix cache on and off, and the replies must be identical.
+--show prints the failures.
+"""
+import argparse
+import collections
+import json
+import subprocess
+import sys
+
+
+def replies(args, users, cache_mb):
+    out = subprocess.run([args.warmstart, "chat", "-m", args.model, "-q", "-t", str(args.threads),
+                          "--cache-budget-mb", str(cache_mb)],
+                         input="".join(u.replace("\n", " ") + "\n" for u in users),
+                         capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+    assert len(out) == len(users), (len(out), len(users))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--warmstart", default="build/warmstart")
+    ap.add_argument("--model", default="models/warmstart-chat.gguf")
+    ap.add_argument("--data", default="tests/data/chat_heldout.jsonl")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--show", action="store_true")
+    args = ap.parse_args()
+    total, good = collections.Counter(), collections.Counter()  # keys: (skill, turns)
+    differ = 0
+    with open(args.data) as f:
+        convs = [json.loads(line) for line in f if line.strip()]
+    for conv in convs:
+        msgs = conv["messages"]
+        user_idx = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+        users = [msgs[i]["content"] for i in user_idx]
+        on, off = replies(args, users, 256), replies(args, users, 0)
+        differ += on != off
+        reply_of = dict(zip(user_idx, on))
+        for c in conv["checks"]:
+            reply = reply_of[c["turn"]]
+            ok = all(e in reply for e in c["expect"])
+            key = (c["kind"], conv["turns"])
+            total[key] += 1
+            good[key] += ok
+            if args.show and not ok:
+                print(f"MISS [{c['kind']}, {conv['turns']} turns] {msgs[c['turn']]['content']!r} -> {reply!r} "
+                      f"(expected {c['expect']})")
+    lengths = sorted({n for _, n in total})
+    print(f"{'skill':12s}" + "".join(f"{str(n) + ' turns':>16s}" for n in lengths) + f"{'all':>16s}")
+    for skill in sorted({k for k, _ in total}) + ["all"]:
+        row = f"{skill:12s}"
+        for n in lengths + [None]:
+            keys = [k for k in total if (skill == "all" or k[0] == skill) and (n is None or k[1] == n)]
+            t, g = sum(total[k] for k in keys), sum(good[k] for k in keys)
+            row += f"{f'{g}/{t} {100 * g / t:.1f}%' if t else '-':>16s}"
+        print(row)
+    print(f"conversations whose replies differ with the cache on and off: {differ}/{len(convs)}")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
