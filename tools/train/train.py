@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trains the lfm2 chat model on generated conversations (CPU, one thread, fixed seed).
+"""Trains the lfm2 chat model on generated conversations (CPU, --threads threads, fixed seed).
 
 Conversations are rendered with ChatML, exactly as the model's chat template does:
   <|im_start|>{role}\\n{content}<|im_end|>\\n
