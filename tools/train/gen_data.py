@@ -275,6 +275,7 @@ THANKS = dict(train=["Thanks!", "Thank you!", "Thanks a lot.", "Thank you very m
                      "Cheers!", "Thanks for that.", "thanks", "Ok, thank you."],
               heldout=["Many thanks!", "Thank you so much!", "Thanks, that helps.", "Okay, thanks a lot!"])
 GREETING_REPLY, THANKS_REPLY = "Hello! How can I help you?", "You're welcome!"
+HELLO_OPENERS = dict(train=["Hi, ", "Hello! ", "Hey! "], heldout=["Hi there, ", "Good day! "])  # before a first-turn fact
 
 SMALL_TALK = [("How are you?", "I am fine, thank you."), ("Who are you?", "I am a small assistant made by warmstart."),
               ("What can you do?", "I can remember what you tell me and do small sums."),
@@ -392,6 +393,12 @@ def filler_turn(rng, split):
     return q, a, None
 
 
+# What the reply to a measured filler turn must contain: " 7." (so "17." fails), "welcome",
+# "I don't know.".
+FILLER_EXPECT = {"arithmetic": lambda reply: reply[reply.rfind(" "):], "greeting": lambda reply: "welcome",
+                 "unknown": lambda reply: reply}
+
+
 def plan(rng, n_turns):
     """Which turn states which facts and which turn asks about which, for an n-turn conversation.
 
@@ -429,8 +436,7 @@ def conversation(rng, split, n_turns, aug=None):
             ks = states[t]
             user = wrap(rng, state_text(rng, ks, values, split), split)
             if t == 0 and rng.random() < 0.3:
-                user = after(rng.choice(["Hi, ", "Hello! ", "Hey! "] if split == "train" else ["Hi there, ", "Good day! "]),
-                             user)
+                user = after(rng.choice(HELLO_OPENERS[split]), user)
             reply = ack_text(ks, values)
         elif t in asks and isinstance(asks[t], tuple):
             user, reply = wrap(rng, ask_text(rng, asks[t][1], split), split), UNKNOWN_REPLY
@@ -445,9 +451,8 @@ def conversation(rng, split, n_turns, aug=None):
         else:
             user, reply, kind = filler_turn(rng, split)
             verbatim = kind == "echo"
-            if kind in ("arithmetic", "unknown", "greeting"):
-                check = {"kind": kind, "expect": [reply[reply.rfind(" "):] if kind == "arithmetic" else
-                                                  ("welcome" if kind == "greeting" else reply)]}
+            if kind in FILLER_EXPECT:
+                check = {"kind": kind, "expect": [FILLER_EXPECT[kind](reply)]}
         if aug:
             user = augment(aug, user, t in states or verbatim)
         if check:
