@@ -20,7 +20,7 @@ Training names, cities and pets are also made up from syllables, so that the mod
 learns to copy what it was told rather than to memorise a list.
 
 Usage:
-  gen_data.py --split train --count 60000 --seed 1 --out train.jsonl
+  gen_data.py --split train --augment [--distractors] --count 70000 --seed 1 --out train.jsonl
   gen_data.py --split heldout --per-length 60 --seed 7 --out heldout.jsonl
 Each line: {"messages": [...], "turns": L, "checks": [{"turn": i, "kind": k, "expect": [s, ...]}]}
 where `turn` indexes the user message whose reply must contain every string of `expect`,
@@ -91,15 +91,21 @@ SYLLABLE_CODAS = ["", "", "", "n", "r", "l", "s", "m", "x", "nd"]
 HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PETS}
 
 
-# Share of made-up words spelled from random letters rather than syllables (--augment sets
-# it): their tokens are any pieces the tokenizer has, as in names it splits oddly.
-RANDOM_LETTERS = {"share": 0.0}
+# What --augment turns on (all 0 otherwise, so the held-out draws are unchanged):
+# random_letters: share of made-up words spelled from random letters rather than syllables
+#   (their tokens are any pieces the tokenizer has, as in names it splits oddly);
+# made_up_items: share of list items that are made-up words;
+# echo_made_up: share of words to repeat that are made up (copying practice on any token);
+# echo_extra: share of the other unrelated turns turned into repeat-after-me turns.
+# distractors (--distractors): share of messages with unknown words inserted, so that the
+#   model keys on the words that name a fact and ignores words it never saw.
+AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0}
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
 
 def made_up_word(rng):
     while True:
-        if RANDOM_LETTERS["share"] and rng.random() < RANDOM_LETTERS["share"]:
+        if AUG["random_letters"] and rng.random() < AUG["random_letters"]:
             w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 10)))
         else:
             w = "".join(rng.choice(SYLLABLE_ONSETS) + rng.choice(SYLLABLE_VOWELS) + rng.choice(SYLLABLE_CODAS)
@@ -131,8 +137,8 @@ def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=()):
 
 def draw_list(rng, split):
     items = rng.sample(TRAIN_ITEMS if split == "train" else HELDOUT_ITEMS, rng.randint(2, 4))
-    if RANDOM_LETTERS["share"] and rng.random() < RANDOM_LETTERS["share"]:
-        items[rng.randrange(len(items))] = made_up_word(rng).lower()
+    if AUG["made_up_items"]:
+        items = [made_up_word(rng).lower() if rng.random() < AUG["made_up_items"] else w for w in items]
     if rng.random() < 0.5:
         return ", ".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -318,6 +324,12 @@ CHATTER_PLAIN = ["The weather is cold today.", "It is raining here.", "I had a l
                  "I am a bit tired.", "The coffee is good today.", "Work was busy.", "I watched a film yesterday."]
 
 
+def echo_word(rng):
+    if AUG["echo_made_up"] and rng.random() < AUG["echo_made_up"]:
+        return made_up_word(rng).lower()
+    return rng.choice(ECHO_WORDS)
+
+
 def chatter(rng):
     if rng.random() < 0.4:
         return rng.choice(CHATTER_PLAIN)
@@ -354,8 +366,25 @@ def ask_text(rng, kind, split):
     return rng.choice(f["ask"][split])
 
 
+def distractor(rng):
+    """A word the message does not need: made up, or a common word from the training pools."""
+    return made_up_word(rng).lower() if rng.random() < 0.5 else rng.choice(ECHO_WORDS + FILLERS)
+
+
+def insert_distractors(rng, text, avoid=None):
+    """text with one to three distractor() words between its words (never next to a word
+    containing `avoid`), with probability AUG["distractors"]."""
+    if not (AUG["distractors"] and rng.random() < AUG["distractors"]):
+        return text
+    ws = text.split(" ")
+    spots = [i for i in range(1, len(ws)) if not avoid or (avoid not in ws[i - 1] and avoid not in ws[i])]
+    for i in sorted(rng.sample(spots, min(len(spots), rng.randint(1, 3))), reverse=True):
+        ws.insert(i, distractor(rng))
+    return " ".join(ws)
+
+
 def state_text(rng, kinds, values, split):
-    parts = [rng.choice(FACTS[k]["state"][split]).format(x=values[k]) for k in kinds]
+    parts = [insert_distractors(rng, rng.choice(FACTS[k]["state"][split]), "{x}").format(x=values[k]) for k in kinds]
     parts = [p[0].upper() + p[1:] for p in parts]
     if len(parts) == 1:
         return parts[0] + "."
@@ -384,8 +413,8 @@ def filler_turn(rng, split):
         return wrap(rng, q, split, 0.15, 0.1), UNKNOWN_REPLY, "unknown"
     if r < 0.5:
         return rng.choice(THANKS[split]), THANKS_REPLY, "greeting"
-    if r < 0.65:
-        w = " ".join(rng.choice(ECHO_WORDS) for _ in range(rng.randint(2, 5)))
+    if r < 0.65 or (AUG["echo_extra"] and rng.random() < AUG["echo_extra"]):
+        w = " ".join(echo_word(rng) for _ in range(rng.randint(2, 5)))
         return rng.choice(ECHO[split]).format(w=w), w, "echo"
     if r < 0.8:
         return chatter(rng), "I see.", None
@@ -488,6 +517,52 @@ EXTRA = [
                        "Great, thank you!", "Thanks again!", "Perfect, thanks."]),
     (GREETINGS["train"], ["Hello, hello!", "Hi hi!", "Hey you!", "Good evening!", "Hi, hello there!", "Hello friend!"]),
 ]
+# More ways to state and ask about each fact (--augment), none from the held-out pools.
+FACT_EXTRA = {
+    "name": dict(state=["I am {x}", "Just call me {x}", "It's {x} here", "Hello, I am {x}", "Folks call me {x}",
+                        "My name happens to be {x}", "Name's {x}", "I am known as {x}", "Please call me {x}"],
+                 np=["my own name", "the name I have", "the name you call me", "the name I said"],
+                 wh=["who I said I was", "what name I told you", "what people call me", "what my name is again"],
+                 ask=["Do you know who I am?", "Who did I say I was?", "What did I say my name was?",
+                      "What name did I tell you?"]),
+    "number": dict(state=["Number: {x}", "Remember this number: {x}", "My code is {x}", "Memorise the number {x}",
+                          "The number I want you to keep is {x}", "Write down {x} for me", "Save the number {x}",
+                          "My number for today is {x}"],
+                   np=["my own number", "that number", "the number I gave", "the number from before"],
+                   wh=["what number I said", "which number I told you", "what my lucky number is"],
+                   ask=["Which number did I tell you?", "What number was it?", "What is the number I told you?"]),
+    "city": dict(state=["I'm living in {x}", "I stay in {x}", "Currently I live in {x}", "My house is in {x}",
+                        "City: {x}", "I work and live in {x}", "I'm settled in {x}", "We live in {x}"],
+                 np=["the city where I live", "the town I live in", "my current city", "my home"],
+                 wh=["where I stay", "what town I live in", "where my house is", "what my city is"],
+                 ask=["Where do I stay?", "Which town do I live in?", "Where is my house?", "Where am I living?"]),
+    "colour": dict(state=["My favourite shade is {x}", "I adore the colour {x}", "My top colour is {x}",
+                          "The color I love is {x}", "Colour: {x}", "{x} is the colour I like best"],
+                   np=["my best colour", "the colour I love", "my top colour", "the color I like best"],
+                   wh=["which colour I love most", "what my top colour is", "which color I like best"],
+                   ask=["Which colour do I love?", "What colour did I say I like?", "What is my top colour?"]),
+    "pet": dict(state=["My pet dog is {x}", "Our cat is called {x}", "I have a dog named {x}", "Pet: {x}",
+                       "My fish is called {x}", "My bird is named {x}", "Our pet's name is {x}",
+                       "I have a cat named {x}"],
+                np=["our pet's name", "the pet's name", "the name of our dog", "my dog"],
+                wh=["what our pet is called", "what my dog is called", "what we named our pet"],
+                ask=["What is our pet called?", "What did we call our pet?", "What's the name of my cat?"]),
+    "list": dict(state=["I should buy {x}", "Groceries: {x}", "I want to buy {x}", "We need {x}", "My list has {x}",
+                        "Buy list: {x}", "I need to get {x}", "Please note my list: {x}"],
+                 np=["my groceries", "the shopping list", "my list of things", "the things on my list"],
+                 wh=["what I should buy", "what is on the list", "what I want to buy", "what we need"],
+                 ask=["What should I buy?", "What was on my list?", "What do I need?"]),
+}
+# Stating frames with words after the value (--distractors), so the value's end is learned
+# from the value rather than from the end of the sentence.
+FACT_TRAILING = {
+    "name": ["My name is {x} and I am new here", "I'm {x}, nice to meet you", "Call me {x} from now on"],
+    "number": ["{x} is my favourite number", "Remember {x} as my number", "The number {x} is mine"],
+    "city": ["I live in {x} with my family", "I moved to {x} last year", "{x} is where I live"],
+    "colour": ["I like {x} a lot", "{x} is the colour I love", "My favourite colour is {x} these days"],
+    "pet": ["My dog {x} is very old", "Our cat {x} sleeps all day", "I have a pet called {x} at home"],
+    "list": ["I need {x} from the shop", "Buy {x} for me", "My list has {x} on it"],
+}
 THINGS = words("telephone bicycle radio computer camera car television engine")
 LEADINS = ["Okay so ", "Question: ", "Next question: ", "Another one: ", "Let me ask: ", "I have a question: ",
            "Sorry, ", "Excuse me, ", "Random question: ", "Hey again, ", "And ", "Oh, ", "Hi again! ", "Ah, ",
@@ -495,7 +570,8 @@ LEADINS = ["Okay so ", "Question: ", "Next question: ", "Another one: ", "Let me
            "Sure. ", "Another thing: ", "Next: ", "Okay, next. "]
 TAILS = [" Please answer.", " Thanks in advance.", " Just curious.", " Be brief.", " I wonder.", " Thank you!",
          " :D", " ;)", " please", "!!", " ok?", " Please help.", " Thanks, friend."]
-FILLERS = words("please again now exactly just actually really then")
+FILLERS = words("please again now exactly just actually really then maybe kindly honestly still quickly so also "
+                "perhaps even simply")
 
 
 def augment(rng, text, verbatim):
@@ -509,13 +585,13 @@ def augment(rng, text, verbatim):
         text += rng.choice(TAILS)
     ws = text.split(" ")
     plain = [i for i in range(1, len(ws)) if ws[i - 1].isalpha() and ws[i].isalpha() and ws[i].islower()]
-    if plain and rng.random() < 0.2:
-        i = rng.choice(plain)
-        ws.insert(i, rng.choice(FILLERS))
+    if plain and rng.random() < 0.3:
+        for i in sorted(rng.sample(plain, min(len(plain), rng.randint(1, 2))), reverse=True):
+            ws.insert(i, rng.choice(FILLERS))
         text = " ".join(ws)
     if rng.random() < 0.1 and text[-1:] in ".?!":
         text = text[:-1]
-    return text
+    return insert_distractors(rng, text)
 
 
 def main():
@@ -525,6 +601,8 @@ def main():
     ap.add_argument("--per-length", type=int, default=0, help="held-out conversations of each length")
     ap.add_argument("--max-turns", type=int, default=24)
     ap.add_argument("--augment", action="store_true", help="training: more frames and noise (augment())")
+    ap.add_argument("--distractors", action="store_true",
+                    help="with --augment: unknown words inserted into messages, frames with words after the value")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -534,7 +612,14 @@ def main():
         assert args.split == "train", "the held-out set is never augmented"
         for pool, more in EXTRA:
             pool.extend(more)
-        RANDOM_LETTERS["share"] = 0.5
+        for kind, extra in FACT_EXTRA.items():
+            for part, more in extra.items():
+                FACTS[kind][part]["train"].extend(more)
+        AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
+        if args.distractors:
+            for kind, more in FACT_TRAILING.items():
+                FACTS[kind]["state"]["train"].extend(more)
+            AUG["distractors"] = 0.35
         aug = random.Random(args.seed + 1)
     if args.split == "train":
         lengths = [rng.choice([1, 2, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, args.max_turns]) for _ in range(args.count)]
