@@ -317,6 +317,37 @@ TEST(Matmul, GetRowOfPackedMatrixMatchesOriginal) {
   }
 }
 
+// Matrices packed into one arena (as a model loads them) get 64-byte aligned slices, keep
+// their memory when the arena is gone, and all compute what the scalar reference computes
+// once every one is packed (slices that overlapped would overwrite each other); a matrix
+// too large for a chunk gets a buffer of its own.
+TEST(Matmul, ArenaPackedMatricesAreExact) {
+  if (!have_avx2()) GTEST_SKIP() << "no packed layout on this CPU";
+  std::vector<Weights> ws;  // the originals, of mixed types and shapes
+  for (int i = 0; i < 6; ++i) ws.push_back(make_weights(i % 2 ? DType::f16 : DType::q8_0, 37 + 16 * i, 256, 20 + i));
+  ws.push_back(make_weights(DType::f16, 4096, 2560, 30));  // 20 MiB: more than a quarter of a chunk
+  std::vector<Matrix> packed;
+  {
+    PackedArena arena;
+    for (const Weights& w : ws) packed.push_back(pack_for_cpu(w.m, &arena));
+  }
+  for (const Matrix& m : packed) {
+    ASSERT_TRUE(m.packed);
+    EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(m.packed->data()) % 64);
+  }
+  EXPECT_EQ(packed[0].packed->buffer, packed[1].packed->buffer);
+  EXPECT_NE(packed.front().packed->buffer, packed.back().packed->buffer);
+  ThreadPool pool(2);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const Matrix& w = ws[i].m;
+    const auto x = random_floats(size_t(3 * w.cols), 31);  // [3][cols] f32
+    std::vector<float> ref(size_t(3 * w.rows)), y(size_t(3 * w.rows));  // [3][rows] f32
+    matmul(w, x.data(), 3, ref.data(), pool, Isa::scalar);
+    matmul(packed[i], x.data(), 3, y.data(), pool, Isa::avx2);
+    EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4)) << "matrix " << i;
+  }
+}
+
 // Activations in 9 blocks of `block` elements that probe a quantizer's edge cases: rounding
 // ties (block 1), equal magnitudes of both signs (2), all-zero blocks (3, 6), NaN (4),
 // infinity (5), a subnormal largest magnitude, i.e. an infinite inverse scale (6), and

@@ -192,6 +192,7 @@ File& File::operator=(File&& o) noexcept {
   kv_index_ = std::move(o.kv_index_);
   tensors_ = std::move(o.tensors_);
   tensor_index_ = std::move(o.tensor_index_);
+  packed_arena_ = std::move(o.packed_arena_);
   for (auto& t : tensors_) t.data = base_ + data_offset_ + t.offset;
   o.base_ = nullptr;
   o.size_ = 0;

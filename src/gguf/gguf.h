@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/kernels.h"
 
 namespace ws::gguf {
 
@@ -102,6 +103,9 @@ class File {
   // a repacked copy), so those pages leave this process's resident set; a later read
   // faults them back in from the page cache. No-op for in-memory files.
   void release_pages(const uint8_t* p, size_t n) const;
+  // Where the repacked copies of this file's matrices go (ops::matrix), so that they share
+  // huge pages; the copies keep their memory alive past the File.
+  PackedArena& packed_arena() const { return *packed_arena_; }
 
  private:
   File() = default;
@@ -120,6 +124,7 @@ class File {
   std::map<std::string, size_t> kv_index_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> tensor_index_;
+  std::unique_ptr<PackedArena> packed_arena_ = std::make_unique<PackedArena>();
 };
 
 }  // namespace ws::gguf

@@ -603,7 +603,7 @@ Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_
            "], expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
   if (!traits(t.type).supported)
     f.fail("tensor '" + name + "' has type " + dtype_name(t.type) + ", which warmstart cannot compute with yet");
-  Matrix m = pack_for_cpu(Matrix{t.type, rows, cols, t.data});
+  Matrix m = pack_for_cpu(Matrix{t.type, rows, cols, t.data}, &f.packed_arena());
   // The kernels read the repacked copy, so let the mapped original's pages go; only a
   // forced scalar run, or get_row of a Q8_0/F16 matrix (a tied embedding), reads them
   // again (K-quant rows are read back from the packed copy).

@@ -444,7 +444,25 @@ PackedBuffer::PackedBuffer(size_t bytes) {
 
 PackedBuffer::~PackedBuffer() { munmap(data_, mapped_); }
 
-std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape) {
+PackedArena::Slice PackedArena::take(size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  // A large matrix gets a buffer of its own (whole huge pages from its start); the rest
+  // of a chunk stays unmapped address space until touched.
+  if (bytes > kChunkBytes / 4) {
+    auto own = std::make_shared<const PackedBuffer>(bytes);
+    return {own, own->data()};
+  }
+  std::lock_guard lock(mutex_);
+  if (!chunk_ || used_ + bytes > kChunkBytes) {
+    chunk_ = std::make_shared<const PackedBuffer>(kChunkBytes);
+    used_ = 0;
+  }
+  Slice slice{chunk_, chunk_->data() + used_};
+  used_ += bytes;
+  return slice;
+}
+
+std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape, PackedArena* arena) {
   if (same_shape.empty()) return {};
   const Matrix& w = same_shape.front();
   if (w.rows == 0 || w.cols == 0 || !w.data || detected_isa() != Isa::avx2 ||
@@ -457,7 +475,13 @@ std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape) {
   const int64_t n_panels = (w.rows + panel_rows - 1) / panel_rows;
   // Each matrix's panels from a 64-byte boundary.
   const size_t bytes = (size_t(n_panels) * packed_panel_bytes(w.type, w.rows, w.cols, panel_rows) + 63) / 64 * 64;
-  auto buffer = std::make_shared<const PackedBuffer>(bytes * same_shape.size());
+  PackedArena::Slice slice;
+  if (arena) {
+    slice = arena->take(bytes * same_shape.size());
+  } else {
+    slice.buffer = std::make_shared<const PackedBuffer>(bytes * same_shape.size());
+    slice.data = slice.buffer->data();
+  }
   auto pack_fn = wide ? detail::pack_panels_vnni : detail::pack_panels_avx2;
   if (bf16 && wide) pack_fn = detail::pack_panels_bf16;
   std::vector<Matrix> out;
@@ -471,15 +495,15 @@ std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape) {
     a.w_stride = m.row_stride();
     a.cols = m.cols;
     a.y_stride = m.rows;
-    uint8_t* dst = buffer->data() + i * bytes;
+    uint8_t* dst = slice.data + i * bytes;
     pack_fn(a, 0, n_panels, dst);
     out.push_back(m);
-    out.back().packed = std::make_shared<PackedRows>(PackedRows{buffer, dst, panel_rows});
+    out.back().packed = std::make_shared<PackedRows>(PackedRows{slice.buffer, dst, panel_rows});
   }
   return out;
 }
 
-Matrix pack_for_cpu(const Matrix& w) { return pack_for_cpu(std::vector<Matrix>{w}).front(); }
+Matrix pack_for_cpu(const Matrix& w, PackedArena* arena) { return pack_for_cpu(std::vector<Matrix>{w}, arena).front(); }
 
 void get_row(const Matrix& w, int64_t row, float* dst) {
   if (row < 0 || row >= w.rows) throw std::out_of_range("get_row: row out of range");
