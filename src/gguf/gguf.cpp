@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 
+#include "tensor/kernels.h"
+
 namespace ws::gguf {
 namespace {
 
@@ -175,6 +177,7 @@ int64_t TensorInfo::n_elements() const {
   return n;
 }
 
+File::File() : packed_arena_(std::make_unique<PackedArena>()) {}
 File::File(File&& o) noexcept { *this = std::move(o); }
 File& File::operator=(File&& o) noexcept {
   if (this == &o) return *this;

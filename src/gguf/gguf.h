@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "tensor/dtype.h"
-#include "tensor/kernels.h"
+
+namespace ws {
+class PackedArena;  // tensor/kernels.h
+}
 
 namespace ws::gguf {
 
@@ -108,7 +111,7 @@ class File {
   PackedArena& packed_arena() const { return *packed_arena_; }
 
  private:
-  File() = default;
+  File();
   void parse();
   void release();
 
@@ -124,7 +127,7 @@ class File {
   std::map<std::string, size_t> kv_index_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> tensor_index_;
-  std::unique_ptr<PackedArena> packed_arena_ = std::make_unique<PackedArena>();
+  std::unique_ptr<PackedArena> packed_arena_;  // never null but in a moved-from File
 };
 
 }  // namespace ws::gguf

@@ -444,14 +444,16 @@ PackedBuffer::PackedBuffer(size_t bytes) {
 
 PackedBuffer::~PackedBuffer() { munmap(data_, mapped_); }
 
+PackedArena::Slice PackedArena::own(size_t bytes) {
+  auto buffer = std::make_shared<const PackedBuffer>(bytes);
+  return {buffer, buffer->data()};
+}
+
 PackedArena::Slice PackedArena::take(size_t bytes) {
   bytes = (bytes + 63) / 64 * 64;
-  // A large matrix gets a buffer of its own (whole huge pages from its start); the rest
-  // of a chunk stays unmapped address space until touched.
-  if (bytes > kChunkBytes / 4) {
-    auto own = std::make_shared<const PackedBuffer>(bytes);
-    return {own, own->data()};
-  }
+  // A large matrix gets a buffer of its own (whole huge pages from its start). The part of
+  // a chunk never handed out is never touched, so it takes no memory.
+  if (bytes > kChunkBytes / 4) return own(bytes);
   std::lock_guard lock(mutex_);
   if (!chunk_ || used_ + bytes > kChunkBytes) {
     chunk_ = std::make_shared<const PackedBuffer>(kChunkBytes);
@@ -475,13 +477,7 @@ std::vector<Matrix> pack_for_cpu(const std::vector<Matrix>& same_shape, PackedAr
   const int64_t n_panels = (w.rows + panel_rows - 1) / panel_rows;
   // Each matrix's panels from a 64-byte boundary.
   const size_t bytes = (size_t(n_panels) * packed_panel_bytes(w.type, w.rows, w.cols, panel_rows) + 63) / 64 * 64;
-  PackedArena::Slice slice;
-  if (arena) {
-    slice = arena->take(bytes * same_shape.size());
-  } else {
-    slice.buffer = std::make_shared<const PackedBuffer>(bytes * same_shape.size());
-    slice.data = slice.buffer->data();
-  }
+  const PackedArena::Slice slice = arena ? arena->take(bytes * same_shape.size()) : PackedArena::own(bytes * same_shape.size());
   auto pack_fn = wide ? detail::pack_panels_vnni : detail::pack_panels_avx2;
   if (bf16 && wide) pack_fn = detail::pack_panels_bf16;
   std::vector<Matrix> out;

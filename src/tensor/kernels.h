@@ -49,6 +49,8 @@ class PackedArena {
     uint8_t* data = nullptr;                     // [bytes] u8
   };
   Slice take(size_t bytes);
+  // A buffer of its own, outside any arena.
+  static Slice own(size_t bytes);
 
  private:
   static constexpr size_t kChunkBytes = size_t(64) << 20;
