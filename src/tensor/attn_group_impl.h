@@ -209,39 +209,57 @@ void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t 
   }
 }
 
-// The values of the keys [j0, j1) (j0 a multiple of 16) for the DC dims [d0, d0 + DC): the
-// lane sums a[l][d] (acc of attn_kernels.h, l = key mod 16; a: [16][hd][Q * L] f32) continue
-// their fma chains over these keys in order; p: [n][Q * L]. Called block after block, so
-// that a block's V rows and probabilities stay in L1 while all its dims are done.
+// The values of the lane l (keys j = l mod 16) of the block [j0, j1) (j0 a multiple of 16)
+// for the DC dims [d0, d0 + DC): the lane sums a[l][d] (acc of attn_kernels.h; a:
+// [16][hd][Q * L] f32) continue their fma chains over these keys in order. The lane's r-th
+// key: probabilities pl[r] (Q vectors), row vl[r] widened to f32 (null: no row, all p = 0).
 template <class V, int DC, int Q>
-void group_values(const float* p, const void* const* v_rows, DType vt, int32_t n, int32_t j0, int32_t j1,
-                  int32_t d0, int32_t hd, float* a) {
+void lane_values(const float* pl, const float* const* vl, int32_t rows, int l, int32_t d0, int32_t hd, float* a) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  float tmp[DC < 8 ? 8 : DC];  // [DC] f32 widened dims of a row (row_f32 writes 8 at a time)
+  float* al = a + (size_t(l) * size_t(hd) + size_t(d0)) * Q * L;
+  F acc[DC][Q];
+#pragma GCC unroll 16
+  for (int dd = 0; dd < DC; ++dd)
+    for (int v = 0; v < Q; ++v) acc[dd][v] = V::load(al + (size_t(dd) * Q + v) * L);
+  for (int32_t r = 0; r < rows; ++r) {
+    if (!vl[r]) continue;
+    F pj[Q];
+    for (int v = 0; v < Q; ++v) pj[v] = V::load(pl + (size_t(r) * Q + v) * L);
+    const float* vr = vl[r] + d0;
+#pragma GCC unroll 16
+    for (int dd = 0; dd < DC; ++dd) {
+      const auto x = V::set1(vr[dd]);
+      for (int v = 0; v < Q; ++v) acc[dd][v] = V::fmadd(pj[v], x, acc[dd][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int dd = 0; dd < DC; ++dd)
+    for (int v = 0; v < Q; ++v) V::store(al + (size_t(dd) * Q + v) * L, acc[dd][v]);
+}
+
+// The values of the keys [j0, j1), lane after lane: a lane's rows (16 at most) are widened
+// once into vw ([kValueBlock / 16][hd] f32) and its probabilities p_j = e_j * inv made once
+// into pw ([kValueBlock / 16][Q * L] f32; e: [n][Q * L] exponentials, inv: [Q] 1 / their
+// sums), both staying in L1 while all the dims are done (dims outermost, every pass over the
+// block's 64 KB of rows and probabilities missed L1). Asks for the next block's rows.
+template <class V, int Q>
+void group_values(const float* e, const typename V::F* inv, const void* const* v_rows, DType vt, int32_t n,
+                  int32_t j0, int32_t j1, int32_t hd, float* vw, float* pw, float* a) {
+  constexpr int DC = V::kValueDims / Q, L = V::kLanes;
   const int32_t bytes = int32_t(row_bytes(vt, hd));
   for (int l = 0; l < 16; ++l) {
-    float* al = a + (size_t(l) * size_t(hd) + size_t(d0)) * Q * L;
-    if (d0 == 0)  // the first pass over the block asks for the next block's rows
-      for (int32_t j = j1 + l; j < std::min(n, j1 + kValueBlock); j += 16) prefetch_row(v_rows[j], bytes);
-    F acc[DC][Q];
-#pragma GCC unroll 16
-    for (int dd = 0; dd < DC; ++dd)
-      for (int v = 0; v < Q; ++v) acc[dd][v] = V::load(al + (size_t(dd) * Q + v) * L);
-    for (int32_t j = j0 + l; j < j1; j += 16) {
-      if (!v_rows[j]) continue;  // a position of the block outside the keys read (all lanes p = 0)
-      F pj[Q];
-      for (int v = 0; v < Q; ++v) pj[v] = V::load(p + (size_t(j) * Q + v) * L);
-      const float* vr = row_f32(v_rows[j], vt, d0, DC, tmp);
-#pragma GCC unroll 16
-      for (int dd = 0; dd < DC; ++dd) {
-        const auto x = V::set1(vr[dd]);
-        for (int v = 0; v < Q; ++v) acc[dd][v] = V::fmadd(pj[v], x, acc[dd][v]);
-      }
+    for (int32_t j = j1 + l; j < std::min(n, j1 + kValueBlock); j += 16) prefetch_row(v_rows[j], bytes);
+    const float* vl[kValueBlock / 16];
+    int32_t rows = 0;
+    for (int32_t j = j0 + l; j < j1; j += 16, ++rows) {
+      vl[rows] = v_rows[j] ? row_f32(v_rows[j], vt, 0, hd, vw + size_t(rows) * size_t(hd)) : nullptr;
+      for (int v = 0; v < Q; ++v)
+        V::store(pw + (size_t(rows) * Q + v) * L, V::mul(V::load(e + (size_t(j) * Q + v) * L), inv[v]));
     }
-#pragma GCC unroll 16
-    for (int dd = 0; dd < DC; ++dd)
-      for (int v = 0; v < Q; ++v) V::store(al + (size_t(dd) * Q + v) * L, acc[dd][v]);
+    int32_t d = 0;
+    for (; d + DC <= hd; d += DC) lane_values<V, DC, Q>(pw, vl, rows, l, d, hd, a);
+    for (; d < hd; ++d) lane_values<V, 1, Q>(pw, vl, rows, l, d, hd, a);
   }
 }
 
@@ -276,7 +294,7 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
     default: group_scores<V, 0, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
   }
   // e = exp(x - m); sums of the 16-key blocks in double per lane; then the sink.
-  alignas(64) float lane_m[W], block[L], inv[W];
+  alignas(64) float lane_m[W], block[L];
   for (int v = 0; v < Q; ++v) V::store(lane_m + v * L, m[v]);
   double sum[W] = {};
   for (int32_t b = 0; b < n; b += 16)
@@ -290,26 +308,21 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
       V::store(block, tree16<V>([&](int k) { return e[k]; }));
       for (int i = 0; i < L; ++i) sum[v * L + i] += double(block[i]);
     }
+  F inv[Q];
   for (int i = 0; i < W; ++i) {
     if (g.sinks && i < nq) sum[i] += double(std::exp(sink[i] - lane_m[i]));
-    inv[i] = float(1.0 / sum[i]);
+    block[i % L] = float(1.0 / sum[i]);
+    if (i % L == L - 1) inv[i / L] = V::load(block);
   }
-  for (int32_t j = 0; j < n; ++j)
-    for (int v = 0; v < Q; ++v) {
-      float* x = s.get() + (size_t(j) * Q + v) * L;
-      V::store(x, V::mul(V::load(x), V::load(inv + v * L)));
-    }
-  // The values, kValueBlock keys at a time, DC dims a pass (the accumulators in registers,
-  // the other dims' lane sums in a, in L2), then the tree over the 16 lane sums of each dim.
-  constexpr int DC = V::kValueDims / Q;
+  // The values, kValueBlock keys at a time, a lane's keys at a time, DC dims a pass (the
+  // accumulators in registers, the other dims' lane sums in a, in L2), then the tree over the
+  // 16 lane sums of each dim. p_j = e_j * inv is made there (one pass over s fewer).
   const auto a = scratch(size_t(16) * size_t(hd) * W);  // [16][hd][W] f32 lane sums
   std::fill(a.get(), a.get() + size_t(16) * size_t(hd) * W, 0.f);
-  for (int32_t j0 = 0; j0 < n; j0 += kValueBlock) {
-    const int32_t j1 = std::min(n, j0 + kValueBlock);
-    int32_t d = 0;
-    for (; d + DC <= hd; d += DC) group_values<V, DC, Q>(s.get(), v_rows, vt, n, j0, j1, d, hd, a.get());
-    for (; d < hd; ++d) group_values<V, 1, Q>(s.get(), v_rows, vt, n, j0, j1, d, hd, a.get());
-  }
+  std::vector<float> vw(size_t(kValueBlock / 16) * size_t(hd));  // a lane's rows widened
+  std::vector<float> pw(size_t(kValueBlock / 16) * W);                // a lane's probabilities
+  for (int32_t j0 = 0; j0 < n; j0 += kValueBlock)
+    group_values<V, Q>(s.get(), inv, v_rows, vt, n, j0, std::min(n, j0 + kValueBlock), hd, vw.data(), pw.data(), a.get());
   for (int i = 0; i < nq; ++i) {
     const int v = i / L, lane = i % L;
     for (int32_t dd = 0; dd < hd; ++dd) {
