@@ -52,9 +52,9 @@ std::vector<float> attend(const float* q, const void* k, const void* v, bool f16
       j += len;
     }
   };
-  each_chunk([&](int32_t j, int32_t len) { attn_scores(q, rows(k, j, len), hd, 0.125f, s.data() + (j - b0), isa); });
+  each_chunk([&](int32_t j, int32_t len) { attn_scores(q, 1, rows(k, j, len), hd, 0.125f, s.data() + (j - b0), 0, isa); });
   attn_softmax(s.data(), b1 - b0, isa, sink);
-  each_chunk([&](int32_t j, int32_t len) { attn_accumulate(s.data() + (j - b0), rows(v, j, len), hd, j & 15, acc.data(), isa); });
+  each_chunk([&](int32_t j, int32_t len) { attn_accumulate(s.data() + (j - b0), 0, 1, rows(v, j, len), hd, j & 15, acc.data(), isa); });
   attn_lanes_sum(acc.data(), hd, out.data(), isa);
   return out;
 }
@@ -188,8 +188,8 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
 // tokens one at a time (decode: a token's query heads of one kv head share each slice of
 // keys) give the per-query kernels' bits, for pages shorter and longer than a slice, windows,
 // sinks and thread counts that split a GQA group across jobs.
-TEST(AttnKernels, AttentionIsTheSameBatchedOrOneByOne) {
-  const int32_t n_kv = 2, group = 3, n_head = n_kv * group, hd = 64, n = 700, batch = 5;
+void expect_batched_as_one_by_one(int32_t group, int32_t hd) {
+  const int32_t n_kv = 2, n_head = n_kv * group, n = 700, batch = 5;
   const auto kf = random_vec(size_t(n * n_kv * hd), 30), vf = random_vec(size_t(n * n_kv * hd), 31);  // [n][n_kv][hd]
   const auto q = random_vec(size_t(batch * n_head * hd), 32);                                          // [batch][n_head][hd]
   const auto sinks = random_vec(size_t(n_head), 33);
@@ -216,10 +216,16 @@ TEST(AttnKernels, AttentionIsTheSameBatchedOrOneByOne) {
       batched.read_values(g, 0, n, vs.data());
       const size_t at = size_t((t * n_head + h) * hd);
       const auto want = attend(q.data() + at, ks.data(), vs.data(), false, hd, first, pos, {64}, &sinks[size_t(h)], Isa::scalar);
-      ASSERT_EQ(0, std::memcmp(want.data(), out_batch.data() + at, size_t(hd) * 4)) << "batched: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
-      ASSERT_EQ(0, std::memcmp(want.data(), out_single.data() + at, size_t(hd) * 4)) << "one by one: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " token " << t << " head " << h;
+      ASSERT_EQ(0, std::memcmp(want.data(), out_batch.data() + at, size_t(hd) * 4)) << "batched: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " hd " << hd << " token " << t << " head " << h;
+      ASSERT_EQ(0, std::memcmp(want.data(), out_single.data() + at, size_t(hd) * 4)) << "one by one: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " hd " << hd << " token " << t << " head " << h;
     }
   }
+}
+
+TEST(AttnKernels, AttentionIsTheSameBatchedOrOneByOne) {
+  // GQA groups of up to 4 decode through the per-query kernels, which take a token's heads
+  // together (queries in registers or reloaded, by head_dim and group).
+  for (auto [group, hd] : {std::pair{3, 64}, {4, 128}, {2, 256}}) expect_batched_as_one_by_one(group, hd);
 }
 
 TEST(AttnKernels, SsmRowUpdateMatchesScalar) {

@@ -206,8 +206,9 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
 // softmax(scale * q_i.K) V over the keys [first, last], read in place page by page, in
 // llama.cpp's float sequence (attn_kernels.h) per head; sinks: the heads' sink logits (one
 // more softmax entry that attends to nothing), or null. The keys go by in slices of
-// kSliceKeys and each slice serves all nq heads while it is in the cache: at depth K/V
-// come from memory, and a GQA group would read them once per query head otherwise.
+// kSliceKeys and each slice serves all nq heads while it is in the cache (at depth K/V
+// come from memory, and a GQA group would read them once per query head otherwise); on
+// AVX-512 each row is also loaded and widened once for all nq heads.
 // Slicing changes no bits: a score depends on its key alone, and the values reach each
 // lane in key order whatever the slices. q, out: [nq][hd] f32 (consecutive heads);
 // scores: [nq][stride] f32, stride >= the keys in whole 16-blocks around first..last;
@@ -245,9 +246,7 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
       r = after;
     }
   };
-  each_slice(true, [&](int32_t p, const KvRows& k) {
-    for (int i = 0; i < nq; ++i) attn_scores(q + i * hd, k, hd, scale, scores + i * stride + (p - b0), isa);
-  });
+  each_slice(true, [&](int32_t p, const KvRows& k) { attn_scores(q, nq, k, hd, scale, scores + (p - b0), stride, isa); });
   for (int i = 0; i < nq; ++i) {
     float* s = scores + i * stride;
     std::fill(s, s + (first - b0), neg_inf);
@@ -255,10 +254,7 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
     attn_softmax(s, b1 - b0, isa, sinks ? sinks + i : nullptr);
   }
   std::fill(acc, acc + size_t(nq) * 16 * size_t(hd), 0.f);
-  each_slice(false, [&](int32_t p, const KvRows& v) {
-    for (int i = 0; i < nq; ++i)
-      attn_accumulate(scores + i * stride + (p - b0), v, hd, p & 15, acc + size_t(i) * 16 * size_t(hd), isa);
-  });
+  each_slice(false, [&](int32_t p, const KvRows& v) { attn_accumulate(scores + (p - b0), stride, nq, v, hd, p & 15, acc, isa); });
   for (int i = 0; i < nq; ++i) attn_lanes_sum(acc + size_t(i) * 16 * size_t(hd), hd, out + i * hd, isa);
 }
 

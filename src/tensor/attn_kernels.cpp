@@ -39,9 +39,11 @@ float dot_ggml(const float* q, const KvRows& k, size_t base, int32_t hd) {
 
 }  // namespace
 
-void attn_scores(const float* q, const KvRows& k, int32_t hd, float scale, float* scores, Isa isa) {
-  if (isa == Isa::avx2) return detail::attn_scores_avx2(q, k, hd, scale, scores);
-  for (int32_t j = 0; j < k.n; ++j) scores[j] = dot_ggml(q, k, size_t(j) * k.stride, hd) * scale;
+void attn_scores(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
+                 Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_scores_avx2(q, nq, k, hd, scale, scores, stride);
+  for (int i = 0; i < nq; ++i)
+    for (int32_t j = 0; j < k.n; ++j) scores[i * stride + size_t(j)] = dot_ggml(q + i * hd, k, size_t(j) * k.stride, hd) * scale;
 }
 
 void attn_softmax(float* x, int32_t n, Isa isa, const float* sink) {
@@ -65,13 +67,15 @@ void attn_softmax(float* x, int32_t n, Isa isa, const float* sink) {
   for (int32_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void attn_accumulate(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc, Isa isa) {
-  if (isa == Isa::avx2) return detail::attn_accumulate_avx2(p, v, hd, lane0, acc);
-  for (int32_t j = 0; j < v.n; ++j) {
-    float* a = acc + size_t((lane0 + j) & 15) * size_t(hd);
-    const size_t base = size_t(j) * v.stride;
-    for (int32_t d = 0; d < hd; ++d) a[d] = std::fma(p[j], load(v, base + size_t(d)), a[d]);
-  }
+void attn_accumulate(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc,
+                     Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_accumulate_avx2(p, p_stride, nq, v, hd, lane0, acc);
+  for (int i = 0; i < nq; ++i)
+    for (int32_t j = 0; j < v.n; ++j) {
+      float* a = acc + (size_t(i) * 16 + size_t((lane0 + j) & 15)) * size_t(hd);
+      const size_t base = size_t(j) * v.stride;
+      for (int32_t d = 0; d < hd; ++d) a[d] = std::fma(p[i * p_stride + size_t(j)], load(v, base + size_t(d)), a[d]);
+    }
 }
 
 void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa) {

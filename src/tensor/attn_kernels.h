@@ -38,15 +38,21 @@ struct KvRows {
   int32_t n = 0;
 };
 
-// scores[j] = scale * dot(k_j, q) for j < k.n, the dot in ggml's order; q: [hd] f32.
-void attn_scores(const float* q, const KvRows& k, int32_t hd, float scale, float* scores, Isa isa);
+// For nq queries (query i: q + i * hd, f32; its scores: scores + i * stride):
+// scores[j] = scale * dot(k_j, q) for j < k.n, the dot in ggml's order. On AVX-512 each K row
+// is loaded and widened once for all nq (decode: the query heads of one kv head).
+void attn_scores(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
+                 Isa isa);
 // x: [n] scores of the keys at positions p0 .. p0 + n - 1, p0 and n multiples of 16, -inf
 // where a key is not visible (at least one is), becomes the probabilities p; sink: one
 // more logit in the max and the sum (attention sinks), or null.
 void attn_softmax(float* x, int32_t n, Isa isa, const float* sink = nullptr);
+// For nq queries (query i: probabilities p + i * p_stride, lane sums acc + i * 16 * hd):
 // acc[(lane0 + j) % 16][d] = fma(p[j], v_j[d], acc[...]) for j < v.n in order, d < hd;
-// lane0 = the position of the first row mod 16; acc: [16][hd] f32.
-void attn_accumulate(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc, Isa isa);
+// lane0 = the position of the first row mod 16; acc: [nq][16][hd] f32. On AVX-512 each V row
+// is loaded and widened once for all nq.
+void attn_accumulate(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc,
+                     Isa isa);
 // out[d] = tree16(acc[0..15][d]) for d < hd; acc: [16][hd], out: [hd] f32.
 void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa);
 
@@ -81,19 +87,23 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
 
 namespace detail {
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);
-void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
+void attn_scores_avx2(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride);
 float max_avx2(const float* x, int32_t n);
 double softmax_exp_avx2(float* x, int32_t n, float max);
 void scale_avx2(float* x, int32_t n, float v);
-void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
+void attn_accumulate_avx2(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
+                          float* acc);
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out);
 void widen_rows_avx2(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out);
 void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                      DType vt, int32_t hd, float scale);
-// The AVX-512 parts of the AVX2 per-query kernels: scores of whole runs of 16 keys (hd a
-// multiple of 64; returns the keys done), values for the dims up to hd & ~15 (returned).
-int32_t attn_scores16_avx512(const float* q, const KvRows& k, int32_t hd, float scale, float* scores);
-int32_t attn_accumulate16_avx512(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc);
+// The AVX-512 parts of the AVX2 per-query kernels, for nq queries as above: scores of whole
+// runs of 16 keys (hd a multiple of 64; returns the keys done), values for the dims up to
+// hd & ~15 (returned).
+int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores,
+                             size_t stride);
+int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
+                                 float* acc);
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                        DType vt, int32_t hd, float scale);
 }  // namespace detail

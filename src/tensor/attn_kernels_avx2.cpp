@@ -63,9 +63,11 @@ float dot_ggml(const float* q, const void* k, size_t base, int32_t hd) {
 }
 
 template <bool F16>
-void scores_impl(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
-  const int32_t j0 = cpu_has_vnni() ? attn_scores16_avx512(q, k, hd, scale, scores) : 0;
-  for (int32_t j = j0; j < k.n; ++j) scores[j] = dot_ggml<F16>(q, k.data, size_t(j) * k.stride, hd) * scale;
+void scores_impl(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride) {
+  const int32_t j0 = cpu_has_vnni() ? attn_scores16_avx512(q, nq, k, hd, scale, scores, stride) : 0;
+  for (int i = 0; i < nq; ++i)
+    for (int32_t j = j0; j < k.n; ++j)
+      scores[i * stride + size_t(j)] = dot_ggml<F16>(q + i * hd, k.data, size_t(j) * k.stride, hd) * scale;
 }
 
 // The keys of one lane l (j = l - lane0 mod 16, then every 16th) into acc[l], R vectors
@@ -86,25 +88,31 @@ void accumulate_lane(const float* p, const KvRows& v, int32_t j0, int32_t d0, fl
 }
 
 template <bool F16>
-void accumulate_impl(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
-  const int32_t d8 = hd & ~7, d_done = cpu_has_vnni() ? attn_accumulate16_avx512(p, v, hd, lane0, acc) : 0;
-  for (int l = 0; l < 16; ++l) {
-    const int32_t j0 = (l - lane0) & 15;
-    float* a = acc + size_t(l) * size_t(hd);
-    int32_t d = d_done;
-    for (; d + 64 <= d8; d += 64) accumulate_lane<F16, 8>(p, v, j0, d, a);
-    switch ((d8 - d) / 8) {
-      case 7: accumulate_lane<F16, 7>(p, v, j0, d, a); break;
-      case 6: accumulate_lane<F16, 6>(p, v, j0, d, a); break;
-      case 5: accumulate_lane<F16, 5>(p, v, j0, d, a); break;
-      case 4: accumulate_lane<F16, 4>(p, v, j0, d, a); break;
-      case 3: accumulate_lane<F16, 3>(p, v, j0, d, a); break;
-      case 2: accumulate_lane<F16, 2>(p, v, j0, d, a); break;
-      case 1: accumulate_lane<F16, 1>(p, v, j0, d, a); break;
-      default: break;
+void accumulate_impl(const float* p_all, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
+                     float* acc_all) {
+  const int32_t d8 = hd & ~7;
+  const int32_t d_done = cpu_has_vnni() ? attn_accumulate16_avx512(p_all, p_stride, nq, v, hd, lane0, acc_all) : 0;
+  for (int i = 0; i < nq; ++i) {
+    const float* p = p_all + i * p_stride;
+    float* acc = acc_all + size_t(i) * 16 * size_t(hd);
+    for (int l = 0; l < 16; ++l) {
+      const int32_t j0 = (l - lane0) & 15;
+      float* a = acc + size_t(l) * size_t(hd);
+      int32_t d = d_done;
+      for (; d + 64 <= d8; d += 64) accumulate_lane<F16, 8>(p, v, j0, d, a);
+      switch ((d8 - d) / 8) {
+        case 7: accumulate_lane<F16, 7>(p, v, j0, d, a); break;
+        case 6: accumulate_lane<F16, 6>(p, v, j0, d, a); break;
+        case 5: accumulate_lane<F16, 5>(p, v, j0, d, a); break;
+        case 4: accumulate_lane<F16, 4>(p, v, j0, d, a); break;
+        case 3: accumulate_lane<F16, 3>(p, v, j0, d, a); break;
+        case 2: accumulate_lane<F16, 2>(p, v, j0, d, a); break;
+        case 1: accumulate_lane<F16, 1>(p, v, j0, d, a); break;
+        default: break;
+      }
+      for (int32_t j = j0; d8 < hd && j < v.n; j += 16)
+        for (int32_t dd = d8; dd < hd; ++dd) a[dd] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(dd)), a[dd]);
     }
-    for (int32_t j = j0; d8 < hd && j < v.n; j += 16)
-      for (int32_t dd = d8; dd < hd; ++dd) a[dd] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(dd)), a[dd]);
   }
 }
 
@@ -147,9 +155,9 @@ void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* 
   attn_group_impl<Avx2Lanes>(g, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
-void attn_scores_avx2(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
-  if (k.f16) scores_impl<true>(q, k, hd, scale, scores);
-  else scores_impl<false>(q, k, hd, scale, scores);
+void attn_scores_avx2(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride) {
+  if (k.f16) scores_impl<true>(q, nq, k, hd, scale, scores, stride);
+  else scores_impl<false>(q, nq, k, hd, scale, scores, stride);
 }
 
 float max_avx2(const float* x, int32_t n) {
@@ -180,9 +188,10 @@ double softmax_exp_avx2(float* x, int32_t n, float max) {
   return sum;
 }
 
-void attn_accumulate_avx2(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
-  if (v.f16) accumulate_impl<true>(p, v, hd, lane0, acc);
-  else accumulate_impl<false>(p, v, hd, lane0, acc);
+void attn_accumulate_avx2(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
+                          float* acc) {
+  if (v.f16) accumulate_impl<true>(p, p_stride, nq, v, hd, lane0, acc);
+  else accumulate_impl<false>(p, p_stride, nq, v, hd, lane0, acc);
 }
 
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out) {

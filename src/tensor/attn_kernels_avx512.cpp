@@ -3,6 +3,7 @@
 // expf_ggml (tensor/expf_ggml.h) reproduces bit for bit.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #pragma GCC push_options
@@ -60,109 +61,185 @@ inline __m512 load16(const void* base, size_t i) {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
 }
 
-// Scores of the keys of k in runs of 16 for one query, hd = 64 S (S = 0: hd a multiple of 64
-// known at run time): t[x] is key x's (a0 + a2) + (a1 + a3) over ggml's four accumulators,
-// then tree16 runs across the lanes for the 16 keys at once: the pairs (i, i + 8), (i, i +
-// 4), (i, i + 2), (i, i + 1). With S known the query stays in 4 S registers for all the keys
-// (reloading it for every key made the scores 1.6x slower). Returns the keys done.
-template <bool F16, int S>
-int32_t scores16(const float* q, const KvRows& k, int32_t hd, float scale, float* s) {
-  constexpr int R = S > 0 ? 4 * S : 1;
-  __m512 qr[R];  // q in registers when S > 0
-  if constexpr (S > 0)
+// tree16 across the lanes of t[x] for 16 keys x at once: the pairs (i, i + 8), (i, i + 4),
+// (i, i + 2), (i, i + 1); returns the 16 sums, key x in lane x.
+inline __m512 lanes_tree16(const __m512* t) {
+  __m512 z[8], w[4], v[2];
+  for (int m = 0; m < 8; ++m)  // (i, i + 8): lanes 0-7 key 2m, lanes 8-15 key 2m + 1
+    z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x44), _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xEE));
+  for (int m = 0; m < 4; ++m)  // (i, i + 4): 128-bit lane l holds key 4m + l
+    w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0x88), _mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0xDD));
+  for (int m = 0; m < 2; ++m)  // (i, i + 2)
+    v[m] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0x44), _mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0xEE));
+  // (i, i + 1): lane 4l + m holds key 4m + l; put key x in lane x.
+  const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), u);
+}
+
+// Scores of the keys of k in runs of 16 for NQ queries (query i: q + i * hd, scores s + i *
+// stride), hd = 64 S (S = 0: hd a multiple of 64 known at run time): each key row is loaded
+// and widened once for the NQ queries; t[i][x] is key x's (a0 + a2) + (a1 + a3) over ggml's
+// four accumulators for query i, then lanes_tree16 for its 16 keys at once. With S known and
+// few enough queries they stay in 4 S NQ registers for all the keys (reloading the query for
+// every key made the scores 1.6x slower). Returns the keys done.
+template <bool F16, int S, int NQ>
+int32_t scores16(const float* q, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
+  constexpr bool kInRegs = S > 0 && 4 * S * NQ <= 16;
+  constexpr int R = kInRegs ? 4 * S : 1;
+  __m512 qr[NQ][R];  // the queries, in registers when kInRegs
+  if constexpr (kInRegs)
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; ++i)
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) qr[r] = _mm512_loadu_ps(q + 16 * r);
-  const auto qv = [&](int32_t d) { return S > 0 ? qr[d / 16] : _mm512_loadu_ps(q + d); };
+      for (int r = 0; r < R; ++r) qr[i][r] = _mm512_loadu_ps(q + i * hd + 16 * r);
   int32_t k0 = 0;
   for (; k0 + 16 <= k.n; k0 += 16) {
-    __m512 t[16];
+    __m512 t[NQ][16];
 #pragma GCC unroll 16
     for (int x = 0; x < 16; ++x) {
       const size_t base = size_t(k0 + x) * k.stride;
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      __m512 a[NQ][4];
+#pragma GCC unroll 4
+      for (int i = 0; i < NQ; ++i) a[i][0] = a[i][1] = a[i][2] = a[i][3] = _mm512_setzero_ps();
       const int32_t steps = S > 0 ? S : hd / 64;
 #pragma GCC unroll 4
       for (int32_t st = 0; st < steps; ++st) {
         const int32_t d = 64 * st;
-        a0 = _mm512_fmadd_ps(qv(d), load16<F16>(k.data, base + size_t(d)), a0);
-        a1 = _mm512_fmadd_ps(qv(d + 16), load16<F16>(k.data, base + size_t(d + 16)), a1);
-        a2 = _mm512_fmadd_ps(qv(d + 32), load16<F16>(k.data, base + size_t(d + 32)), a2);
-        a3 = _mm512_fmadd_ps(qv(d + 48), load16<F16>(k.data, base + size_t(d + 48)), a3);
+        __m512 kv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) kv[c] = load16<F16>(k.data, base + size_t(d + 16 * c));
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; ++i)
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) {
+            __m512 qd;
+            if constexpr (kInRegs) qd = qr[i][4 * st + c];
+            else qd = _mm512_loadu_ps(q + i * hd + d + 16 * c);
+            a[i][c] = _mm512_fmadd_ps(qd, kv[c], a[i][c]);
+          }
       }
-      t[x] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+#pragma GCC unroll 4
+      for (int i = 0; i < NQ; ++i) t[i][x] = _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][2]), _mm512_add_ps(a[i][1], a[i][3]));
     }
-    __m512 z[8], w[4], v[2];
-    for (int m = 0; m < 8; ++m)  // (i, i + 8): lanes 0-7 key 2m, lanes 8-15 key 2m + 1
-      z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x44), _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xEE));
-    for (int m = 0; m < 4; ++m)  // (i, i + 4): 128-bit lane l holds key 4m + l
-      w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0x88), _mm512_shuffle_f32x4(z[2 * m], z[2 * m + 1], 0xDD));
-    for (int m = 0; m < 2; ++m)  // (i, i + 2)
-      v[m] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0x44), _mm512_shuffle_ps(w[2 * m], w[2 * m + 1], 0xEE));
-    // (i, i + 1): lane 4l + m holds key 4m + l; put key x in lane x.
-    const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
-    const __m512 dots = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), u);
-    _mm512_storeu_ps(s + k0, _mm512_mul_ps(dots, _mm512_set1_ps(scale)));
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; ++i) _mm512_storeu_ps(s + i * stride + k0, _mm512_mul_ps(lanes_tree16(t[i]), _mm512_set1_ps(scale)));
   }
   return k0;
 }
 
-template <bool F16>
-int32_t scores16_any(const float* q, const KvRows& k, int32_t hd, float scale, float* s) {
+template <bool F16, int NQ>
+int32_t scores16_hd(const float* q, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
   switch (hd) {
-    case 64: return scores16<F16, 1>(q, k, hd, scale, s);
-    case 128: return scores16<F16, 2>(q, k, hd, scale, s);
-    case 256: return scores16<F16, 4>(q, k, hd, scale, s);
-    default: return scores16<F16, 0>(q, k, hd, scale, s);
+    case 64: return scores16<F16, 1, NQ>(q, k, hd, scale, s, stride);
+    case 128: return scores16<F16, 2, NQ>(q, k, hd, scale, s, stride);
+    case 256: return scores16<F16, 4, NQ>(q, k, hd, scale, s, stride);
+    default: return scores16<F16, 0, NQ>(q, k, hd, scale, s, stride);
   }
 }
 
-// The keys of one lane (j = j0, j0 + 16, ...) into a[d0, d0 + 16R), held in registers.
-template <bool F16, int R>
-void accumulate_lane16(const float* p, const KvRows& v, int32_t j0, int32_t d0, float* a) {
-  __m512 acc[R];
+// The queries up to 4 at a time (2 past hd 128: their 16 t vectors each spill, and 4 of them
+// were slower than 2 + 2; attn_bench decode at 32k, a group of 4 at hd 256).
+template <bool F16>
+int32_t scores16_any(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
+  int32_t done = 0;
+  for (int i = 0; i < nq;) {
+    const int m = std::min(nq - i, hd > 128 ? 2 : 4);
+    const float* qi = q + i * hd;
+    float* si = s + i * stride;
+    switch (m) {
+      case 4: done = scores16_hd<F16, 4>(qi, k, hd, scale, si, stride); break;
+      case 3: done = scores16_hd<F16, 3>(qi, k, hd, scale, si, stride); break;
+      case 2: done = scores16_hd<F16, 2>(qi, k, hd, scale, si, stride); break;
+      default: done = scores16_hd<F16, 1>(qi, k, hd, scale, si, stride); break;
+    }
+    i += m;
+  }
+  return done;
+}
+
+// The keys of one lane (j = j0, j0 + 16, ...) into a[d0, d0 + 16R) for NQ queries (query i:
+// probabilities p + i * p_stride, lane sums a + i * a_stride), held in registers; each row
+// chunk is loaded and widened once for all of them.
+template <bool F16, int R, int NQ>
+void accumulate_lane16(const float* p, size_t p_stride, const KvRows& v, int32_t j0, int32_t d0, float* a,
+                       size_t a_stride) {
+  __m512 acc[NQ][R];
+#pragma GCC unroll 4
+  for (int i = 0; i < NQ; ++i)
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_loadu_ps(a + d0 + 16 * r);
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_loadu_ps(a + i * a_stride + d0 + 16 * r);
   for (int32_t j = j0; j < v.n; j += 16) {
-    const __m512 pj = _mm512_set1_ps(p[j]);
+    __m512 pj[NQ];
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; ++i) pj[i] = _mm512_set1_ps(p[i * p_stride + size_t(j)]);
     const size_t base = size_t(j) * v.stride + size_t(d0);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(pj, load16<F16>(v.data, base + size_t(16 * r)), acc[r]);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = load16<F16>(v.data, base + size_t(16 * r));
+#pragma GCC unroll 4
+      for (int i = 0; i < NQ; ++i) acc[i][r] = _mm512_fmadd_ps(pj[i], x, acc[i][r]);
+    }
   }
+#pragma GCC unroll 4
+  for (int i = 0; i < NQ; ++i)
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(a + d0 + 16 * r, acc[r]);
+    for (int r = 0; r < R; ++r) _mm512_storeu_ps(a + i * a_stride + d0 + 16 * r, acc[i][r]);
 }
 
-template <bool F16>
-int32_t accumulate16(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+// Lane after lane, the dims in chunks of up to kMaxR vectors (NQ kMaxR accumulators).
+template <bool F16, int NQ>
+void accumulate16_n(const float* p, size_t p_stride, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+  constexpr int kMaxR = NQ <= 2 ? 8 : 4;
   const int32_t d16 = hd & ~15;
+  const size_t a_stride = size_t(16) * size_t(hd);
   for (int l = 0; l < 16; ++l) {
     const int32_t j0 = (l - lane0) & 15;
     float* a = acc + size_t(l) * size_t(hd);
     int32_t d = 0;
-    for (; d + 128 <= d16; d += 128) accumulate_lane16<F16, 8>(p, v, j0, d, a);
+    for (; d + 16 * kMaxR <= d16; d += 16 * kMaxR) accumulate_lane16<F16, kMaxR, NQ>(p, p_stride, v, j0, d, a, a_stride);
     switch ((d16 - d) / 16) {
-      case 7: accumulate_lane16<F16, 7>(p, v, j0, d, a); break;
-      case 6: accumulate_lane16<F16, 6>(p, v, j0, d, a); break;
-      case 5: accumulate_lane16<F16, 5>(p, v, j0, d, a); break;
-      case 4: accumulate_lane16<F16, 4>(p, v, j0, d, a); break;
-      case 3: accumulate_lane16<F16, 3>(p, v, j0, d, a); break;
-      case 2: accumulate_lane16<F16, 2>(p, v, j0, d, a); break;
-      case 1: accumulate_lane16<F16, 1>(p, v, j0, d, a); break;
+      case 7: accumulate_lane16<F16, 7, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 6: accumulate_lane16<F16, 6, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 5: accumulate_lane16<F16, 5, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 4: accumulate_lane16<F16, 4, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 3: accumulate_lane16<F16, 3, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 2: accumulate_lane16<F16, 2, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 1: accumulate_lane16<F16, 1, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
       default: break;
     }
   }
-  return d16;
+}
+
+template <bool F16>
+int32_t accumulate16(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+  for (int i = 0; i < nq;) {
+    const int m = std::min(nq - i, 4);
+    const float* pi = p + i * p_stride;
+    float* ai = acc + size_t(i) * 16 * size_t(hd);
+    switch (m) {
+      case 4: accumulate16_n<F16, 4>(pi, p_stride, v, hd, lane0, ai); break;
+      case 3: accumulate16_n<F16, 3>(pi, p_stride, v, hd, lane0, ai); break;
+      case 2: accumulate16_n<F16, 2>(pi, p_stride, v, hd, lane0, ai); break;
+      default: accumulate16_n<F16, 1>(pi, p_stride, v, hd, lane0, ai); break;
+    }
+    i += m;
+  }
+  return hd & ~15;
 }
 
 }  // namespace
 
-int32_t attn_scores16_avx512(const float* q, const KvRows& k, int32_t hd, float scale, float* scores) {
+int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores,
+                             size_t stride) {
   if (hd % 64 != 0) return 0;
-  return k.f16 ? scores16_any<true>(q, k, hd, scale, scores) : scores16_any<false>(q, k, hd, scale, scores);
+  return k.f16 ? scores16_any<true>(q, nq, k, hd, scale, scores, stride)
+               : scores16_any<false>(q, nq, k, hd, scale, scores, stride);
 }
 
-int32_t attn_accumulate16_avx512(const float* p, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
-  return v.f16 ? accumulate16<true>(p, v, hd, lane0, acc) : accumulate16<false>(p, v, hd, lane0, acc);
+int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
+                                 float* acc) {
+  return v.f16 ? accumulate16<true>(p, p_stride, nq, v, hd, lane0, acc)
+               : accumulate16<false>(p, p_stride, nq, v, hd, lane0, acc);
 }
 
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
