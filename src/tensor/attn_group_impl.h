@@ -294,7 +294,7 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
     default: group_scores<V, 0, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
   }
   // e = exp(x - m); sums of the 16-key blocks in double per lane; then the sink.
-  alignas(64) float lane_m[W], block[L];
+  alignas(64) float lane_m[W], block[L], inv_lanes[W];
   for (int v = 0; v < Q; ++v) V::store(lane_m + v * L, m[v]);
   double sum[W] = {};
   for (int32_t b = 0; b < n; b += 16)
@@ -308,19 +308,19 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
       V::store(block, tree16<V>([&](int k) { return e[k]; }));
       for (int i = 0; i < L; ++i) sum[v * L + i] += double(block[i]);
     }
-  F inv[Q];
   for (int i = 0; i < W; ++i) {
     if (g.sinks && i < nq) sum[i] += double(std::exp(sink[i] - lane_m[i]));
-    block[i % L] = float(1.0 / sum[i]);
-    if (i % L == L - 1) inv[i / L] = V::load(block);
+    inv_lanes[i] = float(1.0 / sum[i]);
   }
+  F inv[Q];
+  for (int v = 0; v < Q; ++v) inv[v] = V::load(inv_lanes + v * L);
   // The values, kValueBlock keys at a time, a lane's keys at a time, DC dims a pass (the
   // accumulators in registers, the other dims' lane sums in a, in L2), then the tree over the
   // 16 lane sums of each dim. p_j = e_j * inv is made there (one pass over s fewer).
   const auto a = scratch(size_t(16) * size_t(hd) * W);  // [16][hd][W] f32 lane sums
   std::fill(a.get(), a.get() + size_t(16) * size_t(hd) * W, 0.f);
   std::vector<float> vw(size_t(kValueBlock / 16) * size_t(hd));  // a lane's rows widened
-  std::vector<float> pw(size_t(kValueBlock / 16) * W);                // a lane's probabilities
+  std::vector<float> pw(size_t(kValueBlock / 16) * W);           // a lane's probabilities
   for (int32_t j0 = 0; j0 < n; j0 += kValueBlock)
     group_values<V, Q>(s.get(), inv, v_rows, vt, n, j0, std::min(n, j0 + kValueBlock), hd, vw.data(), pw.data(), a.get());
   for (int i = 0; i < nq; ++i) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f")
@@ -137,23 +138,30 @@ int32_t scores16_hd(const float* q, const KvRows& k, int32_t hd, float scale, fl
   }
 }
 
+// work(i, NQ) for the queries [i, i + NQ) in chunks of up to `most` (at most 4), NQ a
+// compile-time constant (std::integral_constant) so that the chunk's queries stay in registers.
+template <class Work>
+void query_chunks(int nq, int most, Work&& work) {
+  for (int i = 0; i < nq;) {
+    const int m = std::min(nq - i, most);
+    switch (m) {
+      case 4: work(i, std::integral_constant<int, 4>{}); break;
+      case 3: work(i, std::integral_constant<int, 3>{}); break;
+      case 2: work(i, std::integral_constant<int, 2>{}); break;
+      default: work(i, std::integral_constant<int, 1>{}); break;
+    }
+    i += m;
+  }
+}
+
 // The queries up to 4 at a time (2 past hd 128: their 16 t vectors each spill, and 4 of them
 // were slower than 2 + 2; attn_bench decode at 32k, a group of 4 at hd 256).
 template <bool F16>
 int32_t scores16_any(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
   int32_t done = 0;
-  for (int i = 0; i < nq;) {
-    const int m = std::min(nq - i, hd > 128 ? 2 : 4);
-    const float* qi = q + i * hd;
-    float* si = s + i * stride;
-    switch (m) {
-      case 4: done = scores16_hd<F16, 4>(qi, k, hd, scale, si, stride); break;
-      case 3: done = scores16_hd<F16, 3>(qi, k, hd, scale, si, stride); break;
-      case 2: done = scores16_hd<F16, 2>(qi, k, hd, scale, si, stride); break;
-      default: done = scores16_hd<F16, 1>(qi, k, hd, scale, si, stride); break;
-    }
-    i += m;
-  }
+  query_chunks(nq, hd > 128 ? 2 : 4, [&](int i, auto chunk) {
+    done = scores16_hd<F16, decltype(chunk)::value>(q + i * hd, k, hd, scale, s + i * stride, stride);
+  });
   return done;
 }
 
@@ -212,18 +220,9 @@ void accumulate16_n(const float* p, size_t p_stride, const KvRows& v, int32_t hd
 
 template <bool F16>
 int32_t accumulate16(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
-  for (int i = 0; i < nq;) {
-    const int m = std::min(nq - i, 4);
-    const float* pi = p + i * p_stride;
-    float* ai = acc + size_t(i) * 16 * size_t(hd);
-    switch (m) {
-      case 4: accumulate16_n<F16, 4>(pi, p_stride, v, hd, lane0, ai); break;
-      case 3: accumulate16_n<F16, 3>(pi, p_stride, v, hd, lane0, ai); break;
-      case 2: accumulate16_n<F16, 2>(pi, p_stride, v, hd, lane0, ai); break;
-      default: accumulate16_n<F16, 1>(pi, p_stride, v, hd, lane0, ai); break;
-    }
-    i += m;
-  }
+  query_chunks(nq, 4, [&](int i, auto chunk) {
+    accumulate16_n<F16, decltype(chunk)::value>(p + i * p_stride, p_stride, v, hd, lane0, acc + size_t(i) * 16 * size_t(hd));
+  });
   return hd & ~15;
 }
 
