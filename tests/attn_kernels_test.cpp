@@ -35,27 +35,43 @@ std::vector<Isa> isas() {
 
 // One query over the keys [first, last] of K/V rows [n][hd] (f32 or f16), through the
 // kernels as ops::attention calls them, keys handed over in chunks of the given lengths
-// (as from KV pages): returns out [hd].
+// (as from KV pages), in ggml's order or the online one (attn_kernels.h): returns out [hd].
 std::vector<float> attend(const float* q, const void* k, const void* v, bool f16, int32_t hd, int32_t first,
-                          int32_t last, const std::vector<int32_t>& chunks, const float* sink, Isa isa) {
+                          int32_t last, const std::vector<int32_t>& chunks, const float* sink, Isa isa,
+                          bool online = false) {
   const size_t elem = f16 ? 2 : 4;
   auto rows = [&](const void* base, int32_t j0, int32_t cnt) {
     return KvRows{static_cast<const uint8_t*>(base) + size_t(j0) * size_t(hd) * elem, size_t(hd), f16, cnt};
   };
   const int32_t b0 = first & ~15, b1 = (last + 16) & ~15;
-  std::vector<float> s(size_t(b1 - b0), -INFINITY), acc(size_t(16 * hd), 0.f), out(size_t(hd), 0.f);  // [blocks], [16][hd], [hd]
-  auto each_chunk = [&](auto&& f) {
+  const int lanes = online ? 1 : 16;
+  std::vector<float> s(size_t(b1 - b0), -INFINITY), acc(size_t(lanes * hd), 0.f), out(size_t(hd), 0.f);  // [blocks], [lanes][hd], [hd]
+  // f(j, len) for the chunks of [from, to).
+  auto each_chunk = [&](int32_t from, int32_t to, auto&& f) {
     size_t c = 0;
-    for (int32_t j = first; j <= last; ++c) {
-      const int32_t len = std::min(last + 1 - j, chunks[c % chunks.size()]);
+    for (int32_t j = from; j < to; ++c) {
+      const int32_t len = std::min(to - j, chunks[c % chunks.size()]);
       f(j, len);
       j += len;
     }
   };
-  each_chunk([&](int32_t j, int32_t len) { attn_scores(q, 1, rows(k, j, len), hd, 0.125f, s.data() + (j - b0), 0, isa); });
-  attn_softmax(s.data(), b1 - b0, isa, sink);
-  each_chunk([&](int32_t j, int32_t len) { attn_accumulate(s.data() + (j - b0), 0, 1, rows(v, j, len), hd, j & 15, acc.data(), isa); });
-  attn_lanes_sum(acc.data(), hd, out.data(), isa);
+  each_chunk(first, last + 1, [&](int32_t j, int32_t len) { attn_scores(q, 1, rows(k, j, len), hd, 0.125f, s.data() + (j - b0), 0, isa); });
+  const auto values = [&](int32_t from, int32_t to) {
+    each_chunk(from, to, [&](int32_t j, int32_t len) { attn_accumulate(s.data() + (j - b0), 0, 1, rows(v, j, len), hd, j & 15, lanes, acc.data(), isa); });
+  };
+  if (!online) {
+    attn_softmax(s.data(), b1 - b0, isa, sink);
+    values(first, last + 1);
+    attn_lanes_sum(acc.data(), hd, out.data(), isa);
+    return out;
+  }
+  float m = sink ? *sink : -INFINITY, l = sink ? 1.f : 0.f;
+  for (int32_t b = b0; b < b1; b += 16) {
+    const float alpha = attn_online_block(s.data() + (b - b0), m, l, isa);
+    for (float& a : acc) a *= alpha;
+    values(std::max(b, first), std::min(b + 16, last + 1));
+  }
+  for (int32_t d = 0; d < hd; ++d) out[size_t(d)] = acc[size_t(d)] * (1.f / l);
   return out;
 }
 
@@ -64,10 +80,10 @@ TEST(AttnKernels, ChunkedCallsAreBitIdentical) {
   for (int32_t hd : {64, 72, 13, 128}) {
     const int32_t n = 100;
     const auto q = random_vec(size_t(hd), 1), k = random_vec(size_t(n * hd), 2), v = random_vec(size_t(n * hd), 3);
-    for (Isa isa : isas()) {
-      const auto whole = attend(q.data(), k.data(), v.data(), false, hd, 5, n - 1, {n}, nullptr, isa);
-      const auto pages = attend(q.data(), k.data(), v.data(), false, hd, 5, n - 1, {1, 7, 3, 16, 5}, nullptr, isa);
-      EXPECT_EQ(whole, pages) << "hd " << hd;
+    for (Isa isa : isas()) for (bool online : {false, true}) {
+      const auto whole = attend(q.data(), k.data(), v.data(), false, hd, 5, n - 1, {n}, nullptr, isa, online);
+      const auto pages = attend(q.data(), k.data(), v.data(), false, hd, 5, n - 1, {1, 7, 3, 16, 5}, nullptr, isa, online);
+      EXPECT_EQ(whole, pages) << "hd " << hd << " online " << online;
     }
   }
 }
@@ -85,10 +101,10 @@ TEST(AttnKernels, SimdMatchesScalarBitForBit) {
       const void* k = f16 ? static_cast<const void*>(kh.data()) : kf.data();
       const void* v = f16 ? static_cast<const void*>(vh.data()) : vf.data();
       const float* sk = std::isnan(sink) ? nullptr : &sink;
-      for (auto [first, last] : {std::pair{0, n - 1}, std::pair{37, 101}, std::pair{16, 16}}) {
-        const auto a = attend(q.data(), k, v, f16, hd, first, last, {n}, sk, Isa::scalar);
-        const auto b = attend(q.data(), k, v, f16, hd, first, last, {n}, sk, Isa::avx2);
-        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "hd " << hd << " f16 " << f16 << " keys " << first;
+      for (auto [first, last] : {std::pair{0, n - 1}, std::pair{37, 101}, std::pair{16, 16}}) for (bool online : {false, true}) {
+        const auto a = attend(q.data(), k, v, f16, hd, first, last, {n}, sk, Isa::scalar, online);
+        const auto b = attend(q.data(), k, v, f16, hd, first, last, {n}, sk, Isa::avx2, online);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "hd " << hd << " f16 " << f16 << " keys " << first << " online " << online;
       }
     }
   }
@@ -109,12 +125,12 @@ TEST(AttnKernels, MatchesFloat64Reference) {
       }
       for (int32_t j = first; j <= last; ++j) sum += (w[size_t(j)] = std::exp(w[size_t(j)] - mx));
       if (sink) sum += std::exp(double(*sink) - mx);
-      for (Isa isa : isas()) {
-        const auto out = attend(q.data(), k.data(), v.data(), false, hd, first, last, {n}, sink, isa);
+      for (Isa isa : isas()) for (bool online : {false, true}) {
+        const auto out = attend(q.data(), k.data(), v.data(), false, hd, first, last, {n}, sink, isa, online);
         for (int32_t d = 0; d < hd; ++d) {
           double o = 0;
           for (int32_t j = first; j <= last; ++j) o += w[size_t(j)] / sum * v[size_t(j * hd + d)];
-          ASSERT_NEAR(out[size_t(d)], o, 1e-5) << "hd " << hd << " d " << d;
+          ASSERT_NEAR(out[size_t(d)], o, 1e-5) << "hd " << hd << " d " << d << " online " << online;
         }
       }
     }
@@ -139,13 +155,13 @@ TEST(AttnKernels, ExpAgreesWithExp) {
 TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
   if (!attn_group_supported()) GTEST_SKIP() << "no AVX2";
   // n: rows of positions 0 .. n - 1, within one block of the values pass and across several;
-  // nq: within one vector of query lanes and across two.
+  // nq: within one vector of query lanes, across two, and two sets of them (online order).
   for (int32_t n : {150, 600}) for (int32_t hd : {16, 64, 80, 128, 256}) {
     const auto kf = random_vec(size_t(n * hd), 20), vf = random_vec(size_t(n * hd), 21);
     // K/V storage types, the same or not: the reference reads the widened f32 values.
     const std::pair<DType, DType> pairs[] = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::q8_0, DType::q8_0},
                                              {DType::q4_0, DType::q4_0}, {DType::q8_0, DType::f16}, {DType::f16, DType::q4_0}};
-    for (auto [kt, vt] : pairs) for (bool with_sink : {false, true}) for (int nq : {1, 5, 13, 16, 21, 32}) {
+    for (auto [kt, vt] : pairs) for (bool with_sink : {false, true}) for (int nq : {1, 5, 13, 16, 21, 32, 50, 64}) {
       if ((kt == DType::q8_0 || kt == DType::q4_0 || vt == DType::q4_0) && hd % 32 != 0) continue;  // whole blocks only
       std::vector<uint8_t> ks(row_bytes(kt, n * hd)), vs(row_bytes(vt, n * hd));  // [n] rows as stored
       std::vector<float> kw(kf.size()), vw(vf.size());                          // [n][hd] their f32 values
@@ -162,7 +178,7 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
         qs.push_back(q.data() + size_t(i * hd));
         outs.push_back(out.data() + size_t(i * hd));
         first.push_back(3 + i);  // every query sees keys
-        last.push_back(n - 1 - 2 * i);
+        last.push_back(n - 1 - i);
         sinks.push_back(i % 3 == 0 ? 9.f : 0.3f * float(i) - 1.f);
       }
       const int32_t p0 = 0, m = (n + 16) & ~15;  // the rows handed over: positions [0, m), rows past n null
@@ -175,7 +191,8 @@ TEST(AttnKernels, GroupedQueriesMatchPerQueryBitForBit) {
       attn_group(g, krows.data(), vrows.data(), m, kt, vt, hd, 0.125f);
       for (int i = 0; i < nq; ++i) {
         const auto want = attend(q.data() + size_t(i * hd), kw.data(), vw.data(), false, hd, first[size_t(i)],
-                                 last[size_t(i)], {64}, with_sink ? &sinks[size_t(i)] : nullptr, Isa::scalar);
+                                 last[size_t(i)], {64}, with_sink ? &sinks[size_t(i)] : nullptr, Isa::scalar,
+                                 attn_online(kt, vt));
         ASSERT_EQ(0, std::memcmp(want.data(), outs[size_t(i)], size_t(hd) * 4))
             << "n " << n << " hd " << hd << " K " << dtype_name(kt) << " V " << dtype_name(vt) << " sink "
             << with_sink << " nq " << nq << " query " << i;
@@ -193,9 +210,9 @@ void expect_batched_as_one_by_one(int32_t group, int32_t hd) {
   const auto kf = random_vec(size_t(n * n_kv * hd), 30), vf = random_vec(size_t(n * n_kv * hd), 31);  // [n][n_kv][hd]
   const auto q = random_vec(size_t(batch * n_head * hd), 32);                                          // [batch][n_head][hd]
   const auto sinks = random_vec(size_t(n_head), 33);
-  // K/V as F16, and as q8_0 / q4_0 (widened slice by slice; unrotated, so the reference can
-  // take the stored values as they are).
-  const KvTypes types[] = {{KvType::f16, KvType::f16}, {KvType::q8_0, KvType::q4_0, false}};
+  // K/V as F32 (ggml's order), F16, and q8_0 / q4_0 (the online order; widened slice by
+  // slice; unrotated, so the reference can take the stored values as they are).
+  const KvTypes types[] = {{KvType::f32, KvType::f32}, {KvType::f16, KvType::f16}, {KvType::q8_0, KvType::q4_0, false}};
   for (KvTypes kvt : types) for (int32_t page : {64, 600}) for (int32_t window : {0, 100}) for (int threads : {1, 3}) {
     ThreadPool pool(threads);
     const ops::AttentionParams p{n_head, 0.125f, window, false, sinks.data()};
@@ -215,7 +232,8 @@ void expect_batched_as_one_by_one(int32_t group, int32_t hd) {
       batched.read_keys(g, 0, n, ks.data());
       batched.read_values(g, 0, n, vs.data());
       const size_t at = size_t((t * n_head + h) * hd);
-      const auto want = attend(q.data() + at, ks.data(), vs.data(), false, hd, first, pos, {64}, &sinks[size_t(h)], Isa::scalar);
+      const auto want = attend(q.data() + at, ks.data(), vs.data(), false, hd, first, pos, {64}, &sinks[size_t(h)], Isa::scalar,
+                               attn_online(kv_dtype(kvt.k), kv_dtype(kvt.v)));
       ASSERT_EQ(0, std::memcmp(want.data(), out_batch.data() + at, size_t(hd) * 4)) << "batched: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " hd " << hd << " token " << t << " head " << h;
       ASSERT_EQ(0, std::memcmp(want.data(), out_single.data() + at, size_t(hd) * 4)) << "one by one: K " << kv_type_name(kvt.k) << " page " << page << " window " << window << " threads " << threads << " hd " << hd << " token " << t << " head " << h;
     }

@@ -182,7 +182,7 @@ void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, c
 
 namespace {
 
-constexpr int kGroupQueries = 32;    // queries per attn_group call (AVX-512 attends 32 per pass over the keys)
+constexpr int kGroupQueries = 64;    // queries per attn_group call (AVX-512 attends up to 64 per pass over the keys in the online order, 32 in ggml's)
 constexpr int kGroupMinQueries = 5;  // below this many per kv head (decode), the per-query kernels
 // (attend_heads: the K/V of a slice read, and widened if quantized, once for the token's
 // heads; attn_bench at 16k, 2 threads, grouped vs per-query: a GQA group of 4, hd 256, 9.0
@@ -202,9 +202,23 @@ KvRows head_rows(const KvStore& kv, const KvStore::RowSpan& r, bool keys, int32_
   return {widened.data(), hd, false, r.n};
 }
 
+// Asks for the cache lines of kv head g's K (keys) or V rows of the positions [p0, p1): the
+// pages are separate allocations of a few KB per head, too short for the hardware
+// prefetcher to get going.
+void prefetch_head_rows(const KvStore& kv, bool keys, int32_t g, int32_t p0, int32_t p1) {
+  const size_t hb = kv.head_bytes(keys);
+  for (int32_t p = p0; p < p1;) {
+    const KvStore::RowSpan r = kv.rows(p, p1);
+    const uint8_t* base = (keys ? r.k : r.v) + size_t(g) * r.head_stride * hb;
+    for (int32_t i = 0; i < r.n; ++i)
+      for (size_t b = 0; b < hb; b += 64) __builtin_prefetch(base + size_t(i) * r.row_stride * hb + b);
+    p += r.n;
+  }
+}
+
 // Query heads h0 .. h0 + nq - 1 of one token, all reading kv head g: out_i[hd] =
 // softmax(scale * q_i.K) V over the keys [first, last], read in place page by page, in
-// llama.cpp's float sequence (attn_kernels.h) per head; sinks: the heads' sink logits (one
+// llama.cpp's float sequence (attn_kernels.h; K and V f32) per head; sinks: the heads' sink logits (one
 // more softmax entry that attends to nothing), or null. The keys go by in slices of
 // kSliceKeys and each slice serves all nq heads while it is in the cache (at depth K/V
 // come from memory, and a GQA group would read them once per query head otherwise); on
@@ -229,16 +243,13 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
   // for while one is worked on: pages are separate allocations of a few KB per head, too
   // short for the hardware prefetcher to get going (asking further ahead made no difference).
   const auto each_slice = [&](bool keys, auto&& work) {
-    const size_t hb = kv.head_bytes(keys);
     KvStore::RowSpan r = slice(first);
     for (int32_t p = first;;) {
       const int32_t next = p + r.n;
       KvStore::RowSpan after;
       if (next <= last) {
         after = slice(next);
-        const uint8_t* base = (keys ? after.k : after.v) + size_t(g) * after.head_stride * hb;
-        for (int32_t i = 0; i < after.n; ++i)
-          for (size_t b = 0; b < hb; b += 64) __builtin_prefetch(base + size_t(i) * after.row_stride * hb + b);
+        prefetch_head_rows(kv, keys, g, next, next + after.n);
       }
       work(p, head_rows(kv, r, keys, g, widened));
       if (next > last) return;
@@ -254,8 +265,70 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
     attn_softmax(s, b1 - b0, isa, sinks ? sinks + i : nullptr);
   }
   std::fill(acc, acc + size_t(nq) * 16 * size_t(hd), 0.f);
-  each_slice(false, [&](int32_t p, const KvRows& v) { attn_accumulate(scores + (p - b0), stride, nq, v, hd, p & 15, acc, isa); });
+  each_slice(false, [&](int32_t p, const KvRows& v) { attn_accumulate(scores + (p - b0), stride, nq, v, hd, p & 15, 16, acc, isa); });
   for (int i = 0; i < nq; ++i) attn_lanes_sum(acc + size_t(i) * 16 * size_t(hd), hd, out + i * hd, isa);
+}
+
+// attend_heads in the online-softmax order (attn_kernels.h; K/V not both f32), windows of
+// kSliceKeys positions at a time (multiples of 16 from first's block): the scores of the
+// window's visible keys for the nq heads, each 16-block's softmax step per head, then the
+// values, a head's sums multiplied by a block's alpha before that block's keys where its max
+// grew. Each head's float sequence depends on its keys alone, as in attn_group. q, out:
+// [nq][hd] f32; scores: [nq][kSliceKeys] f32; acc: [nq][hd] f32 sums of e v.
+void attend_heads_online(const float* q, int nq, const KvStore& kv, int32_t g, int32_t first, int32_t last, float scale,
+                         const float* sinks, float* scores, float* acc, std::vector<float>& widened, float* out,
+                         Isa isa) {
+  const int32_t hd = kv.head_dim();
+  std::vector<float> state(size_t(2) * size_t(nq));     // [nq] running max, then [nq] running sum
+  std::vector<float> alpha(size_t(nq) * (kSliceKeys / 16));  // [nq][blocks of the window]
+  float* m = state.data();
+  float* l = m + nq;
+  for (int i = 0; i < nq; ++i) {
+    m[i] = sinks ? sinks[i] : -std::numeric_limits<float>::infinity();
+    l[i] = sinks ? 1.f : 0.f;
+  }
+  std::fill(acc, acc + size_t(nq) * size_t(hd), 0.f);
+  const auto each_span = [&](bool keys, int32_t p0, int32_t p1, auto&& work) {
+    for (int32_t p = p0; p < p1;) {
+      const KvStore::RowSpan r = kv.rows(p, p1);
+      work(p, head_rows(kv, r, keys, g, widened));
+      p += r.n;
+    }
+  };
+  for (int32_t w0 = first & ~15; w0 <= last; w0 += kSliceKeys) {
+    const int32_t lo = std::max(first, w0), hi = std::min(last + 1, w0 + kSliceKeys), w1 = (hi + 15) & ~15;
+    const int32_t next = std::min(last + 1, hi + kSliceKeys);
+    prefetch_head_rows(kv, false, g, lo, hi);  // this window's V, needed once the scores are done
+    for (int i = 0; i < nq; ++i) {
+      float* s = scores + size_t(i) * kSliceKeys;
+      std::fill(s, s + (lo - w0), -std::numeric_limits<float>::infinity());
+      std::fill(s + (hi - w0), s + (w1 - w0), -std::numeric_limits<float>::infinity());
+    }
+    each_span(true, lo, hi, [&](int32_t p, const KvRows& k) { attn_scores(q, nq, k, hd, scale, scores + (p - w0), kSliceKeys, isa); });
+    prefetch_head_rows(kv, true, g, hi, next);  // the next window's K, while the values go
+    for (int32_t b = w0; b < w1; b += 16)
+      for (int i = 0; i < nq; ++i)
+        alpha[size_t(i) * (kSliceKeys / 16) + size_t((b - w0) / 16)] =
+            attn_online_block(scores + size_t(i) * kSliceKeys + (b - w0), m[i], l[i], isa);
+    // The values of [done, b) go in before block b's rescale.
+    int32_t done = lo;
+    const auto values_to = [&](int32_t end) {
+      each_span(false, done, end, [&](int32_t p, const KvRows& v) { attn_accumulate(scores + (p - w0), kSliceKeys, nq, v, hd, 0, 1, acc, isa); });
+      done = std::max(done, end);
+    };
+    for (int32_t b = w0; b < w1; b += 16)
+      for (int i = 0; i < nq; ++i) {
+        const float a = alpha[size_t(i) * (kSliceKeys / 16) + size_t((b - w0) / 16)];
+        if (a == 1.f) continue;
+        values_to(b);
+        for (float* x = acc + size_t(i) * size_t(hd); x < acc + size_t(i + 1) * size_t(hd); ++x) *x *= a;
+      }
+    values_to(hi);
+  }
+  for (int i = 0; i < nq; ++i) {
+    const float inv = 1.f / l[i];
+    for (int32_t d = 0; d < hd; ++d) out[size_t(i) * size_t(hd) + size_t(d)] = acc[size_t(i) * size_t(hd) + size_t(d)] * inv;
+  }
 }
 
 // Queries [qi0, qi0 + nq) of kv head g (query qi: token qi / group, head g * group +
@@ -330,10 +403,12 @@ void attention_stored(const float* q, const KvStore& kv, int64_t n_tokens, int32
   const int64_t want = (pool.size() + pairs - 1) / pairs;  // chunks per (token, kv head)
   const int32_t size = int32_t(std::clamp<int64_t>((group + want - 1) / want, 1, group));
   const int32_t chunks = (group + size - 1) / size;
+  const bool online = attn_online(kv_dtype(kv.types().k), kv_dtype(kv.types().v));
   pool.parallel_for(pairs * chunks, 1, [&](int64_t j0, int64_t j1) {
-    const size_t stride = size_t(p_end - p_begin + 32);
-    std::vector<float> scores(size_t(size) * stride);          // [size][visible keys, whole 16-blocks] f32
-    std::vector<float> acc(size_t(size) * 16 * size_t(hd));     // [size][16][hd] f32 lane sums
+    // ggml order: all visible keys' scores and 16 lane sums per dim; online: a window's scores, one sum per dim.
+    const size_t stride = online ? size_t(kSliceKeys) : size_t(p_end - p_begin + 32);
+    std::vector<float> scores(size_t(size) * stride);                      // [size][stride] f32
+    std::vector<float> acc(size_t(size) * (online ? 1 : 16) * size_t(hd));  // [size][16 or 1][hd] f32 sums
     std::vector<float> widened;                                // [slice rows][hd] f32 dequantized K or V
     for (int64_t job = j0; job < j1; ++job) {
       const int64_t t = n_tokens - 1 - job / (kv.n_kv_heads() * chunks);
@@ -345,8 +420,13 @@ void attention_stored(const float* q, const KvStore& kv, int64_t n_tokens, int32
       // earlier keys limited to the window.
       const int32_t first = p.window > 0 ? std::max(p_begin, pos - p.window + 1) : p_begin;
       const int32_t last = p.non_causal ? p_end - 1 : pos;
-      attend_heads(q + (t * p.n_head + h0) * hd, nq, kv, g, first, last, p.scale, p.sinks ? p.sinks + h0 : nullptr,
-                   scores.data(), stride, acc.data(), widened, out + (t * p.n_head + h0) * hd, isa);
+      const float* sinks = p.sinks ? p.sinks + h0 : nullptr;
+      if (online)
+        attend_heads_online(q + (t * p.n_head + h0) * hd, nq, kv, g, first, last, p.scale, sinks, scores.data(),
+                            acc.data(), widened, out + (t * p.n_head + h0) * hd, isa);
+      else
+        attend_heads(q + (t * p.n_head + h0) * hd, nq, kv, g, first, last, p.scale, sinks, scores.data(), stride,
+                     acc.data(), widened, out + (t * p.n_head + h0) * hd, isa);
     }
   });
 }

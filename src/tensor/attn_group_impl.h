@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -166,46 +167,60 @@ inline void group_dot_keys(const float* qt, const float* const* kr, int32_t hd, 
     }
 }
 
-// Scores of all rows for the lanes (s: [n][Q * L]), -inf where a lane does not see the key
-// (and at the positions with no row); returns their max per lane, starting from m[Q].
+// Scores of the rows [j0, j1) of n for the lanes (row j: k_rows[j - j0]; s: [j1 - j0][Q *
+// L]), -inf where a lane does not see the key (and at the positions with no row); returns
+// their max per lane, starting from m[Q].
 template <class V, int S, int Q>
-void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t n, int32_t hd, float scale,
-                  const int32_t* lo, const int32_t* hi, float* kr, float* s, typename V::F* m) {
+void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t j0, int32_t j1, int32_t n, int32_t hd,
+                  float scale, const int32_t* lo, const int32_t* hi, float* kr, float* s, typename V::F* m) {
   constexpr int L = V::kLanes;
   const auto sc = V::set1(scale);
   constexpr int32_t kAhead = 8;  // keys
   const int32_t bytes = int32_t(row_bytes(kt, hd));
   typename V::F tl[kScoreKeys * 16 * Q];  // [kScoreKeys][16][Q] leaves of group_dot_keys
-  for (int32_t j = 0; j < n; ++j) {
-    if (j + kAhead < n) prefetch_row(k_rows[j + kAhead], bytes);
+  for (int32_t j = j0; j < j1; ++j) {
+    if (j + kAhead < n) prefetch_row(k_rows[j - j0 + kAhead], bytes);
     typename V::F x[Q];
-    const bool whole = S > 0 && j + kScoreKeys <= n &&
-                       std::all_of(k_rows + j, k_rows + j + kScoreKeys, [](const void* r) { return r != nullptr; });
+    const bool whole = S > 0 && j + kScoreKeys <= j1 &&
+                       std::all_of(k_rows + (j - j0), k_rows + (j - j0) + kScoreKeys, [](const void* r) { return r != nullptr; });
     if (whole) {  // kScoreKeys keys at once
-      for (int y = 1; y < kScoreKeys && j + kAhead + y < n; ++y) prefetch_row(k_rows[j + kAhead + y], bytes);
+      for (int y = 1; y < kScoreKeys && j + kAhead + y < n; ++y) prefetch_row(k_rows[j - j0 + kAhead + y], bytes);
       const float* rows[kScoreKeys];
-      for (int y = 0; y < kScoreKeys; ++y) rows[y] = row_f32(k_rows[j + y], kt, 0, hd, kr + y * hd);
+      for (int y = 0; y < kScoreKeys; ++y) rows[y] = row_f32(k_rows[j - j0 + y], kt, 0, hd, kr + y * hd);
       typename V::F out[kScoreKeys][Q];
       group_dot_keys<V, S, Q>(qt, rows, hd, tl, out);
       for (int y = 0; y < kScoreKeys; ++y)
         for (int v = 0; v < Q; ++v) {
           x[v] = V::visible(V::mul(out[y][v], sc), j + y, lo + v * L, hi + v * L);
-          V::store(s + (size_t(j + y) * Q + v) * L, x[v]);
+          V::store(s + (size_t(j - j0 + y) * Q + v) * L, x[v]);
           m[v] = V::max(m[v], x[v]);
         }
       j += kScoreKeys - 1;
       continue;
     }
-    if (k_rows[j]) {
-      group_dot<V, S, Q>(qt, row_f32(k_rows[j], kt, 0, hd, kr), hd, x);
+    if (k_rows[j - j0]) {
+      group_dot<V, S, Q>(qt, row_f32(k_rows[j - j0], kt, 0, hd, kr), hd, x);
       for (int v = 0; v < Q; ++v) x[v] = V::visible(V::mul(x[v], sc), j, lo + v * L, hi + v * L);
     } else {
       for (int v = 0; v < Q; ++v) x[v] = V::set1(-INFINITY);
     }
     for (int v = 0; v < Q; ++v) {
-      V::store(s + (size_t(j) * Q + v) * L, x[v]);
+      V::store(s + (size_t(j - j0) * Q + v) * L, x[v]);
       m[v] = V::max(m[v], x[v]);
     }
+  }
+}
+
+// group_scores with S = hd / 64 known at compile time for the usual head dims.
+template <class V, int Q>
+void group_scores_hd(const float* qt, const void* const* k_rows, DType kt, int32_t j0, int32_t j1, int32_t n,
+                     int32_t hd, float scale, const int32_t* lo, const int32_t* hi, float* kr, float* s,
+                     typename V::F* m) {
+  switch (hd / 64) {
+    case 1: return group_scores<V, 1, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+    case 2: return group_scores<V, 2, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+    case 4: return group_scores<V, 4, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+    default: return group_scores<V, 0, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
   }
 }
 
@@ -266,6 +281,20 @@ void group_values(const float* e, const typename V::F* inv, const void* const* v
 // Uninitialised scratch (every element is written before it is read).
 inline std::unique_ptr<float[]> scratch(size_t n) { return std::unique_ptr<float[]>(new float[n]); }
 
+// The lanes of the queries [i0, i0 + nq) of g, w lanes in all: qt [hd][w] the queries
+// (0 in unused lanes), lo / hi [w] their visible rows (none in unused lanes), sink [w] their
+// sink logits (-inf where none).
+inline void lanes_setup(const AttnGroup& g, int i0, int nq, int w, int32_t hd, float* qt, int32_t* lo, int32_t* hi,
+                        float* sink) {
+  for (int i = 0; i < w; ++i) {
+    const bool used = i < nq;
+    lo[i] = used ? g.first[i0 + i] - g.p0 : 1;
+    hi[i] = used ? g.last[i0 + i] - g.p0 : 0;
+    sink[i] = used && g.sinks ? g.sinks[i0 + i] : -INFINITY;
+    for (int32_t d = 0; used && d < hd; ++d) qt[size_t(d) * size_t(w) + size_t(i)] = g.q[i0 + i][d];
+  }
+}
+
 // attn_group for the queries [i0, i0 + Q * L) of g (fewer at the end), Q vectors of L lanes.
 template <class V, int Q>
 void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const void* const* v_rows, int32_t n,
@@ -277,22 +306,11 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
   const auto s = scratch(size_t(n) * W);                             // [n][W] scores, then probabilities
   alignas(64) int32_t lo[W], hi[W];
   alignas(64) float sink[W];
-  for (int i = 0; i < W; ++i) {
-    const bool used = i < nq;
-    lo[i] = used ? g.first[i0 + i] - g.p0 : 1;  // unused lanes see no key
-    hi[i] = used ? g.last[i0 + i] - g.p0 : 0;
-    sink[i] = used && g.sinks ? g.sinks[i0 + i] : -INFINITY;
-    for (int32_t d = 0; used && d < hd; ++d) qt[size_t(d) * W + size_t(i)] = g.q[i0 + i][d];
-  }
+  lanes_setup(g, i0, nq, W, hd, qt.data(), lo, hi, sink);
   // Scores, -inf where a lane does not see the key (and at the block positions with no row).
   F m[Q];
   for (int v = 0; v < Q; ++v) m[v] = V::load(sink + v * L);
-  switch (hd / 64) {
-    case 1: group_scores<V, 1, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-    case 2: group_scores<V, 2, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-    case 4: group_scores<V, 4, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-    default: group_scores<V, 0, Q>(qt.data(), k_rows, kt, n, hd, scale, lo, hi, kr.data(), s.get(), m); break;
-  }
+  group_scores_hd<V, Q>(qt.data(), k_rows, kt, 0, n, n, hd, scale, lo, hi, kr.data(), s.get(), m);
   // e = exp(x - m); sums of the 16-key blocks in double per lane; then the sink.
   alignas(64) float lane_m[W], block[L], inv_lanes[W];
   for (int v = 0; v < Q; ++v) V::store(lane_m + v * L, m[v]);
@@ -333,16 +351,178 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
   }
 }
 
+// ---- The online-softmax order (attn_kernels.h; K/V not both f32).
+
+// x as it is: the empty asm hides a product from GCC, which would otherwise fuse it with the
+// add that follows (GCC writes vector intrinsics as operators, and contracts them).
+template <class F>
+inline F rounded(F x) {
+  asm("" : "+v"(x));
+  return x;
+}
+
+constexpr int32_t kOnlineKeys = 64;  // keys per step: their scores / exponentials ([64][W]) and
+                                     // widened V rows ([64][hd]) stay in L1 between the passes
+
+// The softmax step of the 16-key blocks of one step for the lanes: e: [rows][Q * L] the
+// scores, become the exponentials; m, l: [Q] running max and sum; alpha: [rows / 16][Q] the
+// blocks' factors of the sums; grown: [rows / 16] whether any lane's alpha is not 1.
+template <class V, int Q>
+void online_softmax(float* e, int32_t rows, typename V::F* m, typename V::F* l, typename V::F (*alpha)[Q], bool* grown) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  for (int32_t b = 0; b < rows; b += 16) {
+    grown[b / 16] = false;
+    for (int v = 0; v < Q; ++v) {
+      float* x = e + (size_t(b) * Q + v) * L;
+      F mx = V::max(m[v], V::set1(-FLT_MAX));
+      for (int k = 0; k < 16; ++k) mx = V::max(mx, V::load(x + size_t(k) * Q * L));
+      const F a = V::exp(V::sub(m[v], mx));
+      F ek[16];
+      for (int k = 0; k < 16; ++k) {
+        ek[k] = V::exp(V::sub(V::load(x + size_t(k) * Q * L), mx));
+        V::store(x + size_t(k) * Q * L, ek[k]);
+      }
+      l[v] = V::add(rounded(V::mul(l[v], a)), tree16<V>([&](int k) { return ek[k]; }));
+      m[v] = mx;
+      alpha[b / 16][v] = a;
+      alignas(64) float t[L];
+      V::store(t, a);
+      for (float y : t) grown[b / 16] = grown[b / 16] || y != 1.f;
+    }
+  }
+}
+
+// The values of one step's rows for the DC dims [d0, d0 + DC): acc ([hd][Q * L] f32, one
+// chain per dim and lane) continues over the rows in order, multiplied by a block's alpha
+// before its rows where it grew. e: [rows][Q * L] exponentials; vl: [rows] rows widened to
+// f32 (null: no row, all e = 0).
+template <class V, int DC, int Q>
+void online_values(const float* e, const float* const* vl, int32_t rows, const typename V::F (*alpha)[Q],
+                   const bool* grown, int32_t d0, float* acc) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  float* ad = acc + size_t(d0) * Q * L;
+  F a[DC][Q];
+#pragma GCC unroll 16
+  for (int dd = 0; dd < DC; ++dd)
+    for (int v = 0; v < Q; ++v) a[dd][v] = V::load(ad + (size_t(dd) * Q + v) * L);
+  for (int32_t b = 0; b < rows; b += 16) {
+    if (grown[b / 16])
+#pragma GCC unroll 16
+      for (int dd = 0; dd < DC; ++dd)
+        for (int v = 0; v < Q; ++v) a[dd][v] = V::mul(a[dd][v], alpha[b / 16][v]);
+    for (int32_t r = b; r < b + 16; ++r) {
+      if (!vl[r]) continue;
+      F pj[Q];
+      for (int v = 0; v < Q; ++v) pj[v] = V::load(e + (size_t(r) * Q + v) * L);
+      const float* vr = vl[r] + d0;
+#pragma GCC unroll 16
+      for (int dd = 0; dd < DC; ++dd) {
+        const auto x = V::set1(vr[dd]);
+        for (int v = 0; v < Q; ++v) a[dd][v] = V::fmadd(pj[v], x, a[dd][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int dd = 0; dd < DC; ++dd)
+    for (int v = 0; v < Q; ++v) V::store(ad + (size_t(dd) * Q + v) * L, a[dd][v]);
+}
+
+// Rows [j0, j0 + rows) widened to f32 into buf ([rows][hd]; an f32 row is used in place):
+// out[r] points at row j0 + r (null where there is no row); asks for the next rows' lines.
+inline void widen_step(const void* const* rows_in, DType t, int32_t j0, int32_t rows, int32_t n, int32_t hd, float* buf,
+                       const float** out) {
+  const int32_t bytes = int32_t(row_bytes(t, hd));
+  for (int32_t r = 0; r < rows; ++r) {
+    if (j0 + kOnlineKeys + r < n) prefetch_row(rows_in[j0 + kOnlineKeys + r], bytes);
+    const void* row = rows_in[j0 + r];
+    out[r] = row ? row_f32(row, t, 0, hd, buf + size_t(r) * size_t(hd)) : nullptr;
+  }
+}
+
+// group_lanes in the online order for the queries [i0, i0 + sets * Q * L) of g (fewer at the
+// end), kOnlineKeys keys a step: the step's K rows widened once for all sets, each set's
+// scores and softmax step, the V rows widened once, each set's values.
+template <class V, int Q>
+void group_lanes_online(const AttnGroup& g, int i0, int sets, const void* const* k_rows, const void* const* v_rows,
+                        int32_t n, DType kt, DType vt, int32_t hd, float scale) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, W = Q * L, DC = V::kValueDims / Q;
+  struct Set {
+    std::vector<float> qt, acc;  // [hd][W] queries (0 in unused lanes), [hd][W] f32 sums of e v
+    std::unique_ptr<float[]> e;  // [kOnlineKeys][W] scores, then exponentials
+    alignas(64) int32_t lo[W], hi[W];
+    alignas(64) float sink[W];
+    F m[Q], l[Q], alpha[kOnlineKeys / 16][Q];
+    bool grown[kOnlineKeys / 16];
+    int nq;
+  };
+  std::vector<Set> lane_sets(static_cast<size_t>(sets));
+  for (int si = 0; si < sets; ++si) {
+    Set& st = lane_sets[size_t(si)];
+    st.nq = std::min(W, g.nq - i0 - si * W);
+    st.qt.assign(size_t(hd) * W, 0.f);
+    st.acc.assign(size_t(hd) * W, 0.f);
+    st.e = scratch(size_t(kOnlineKeys) * W);
+    lanes_setup(g, i0 + si * W, st.nq, W, hd, st.qt.data(), st.lo, st.hi, st.sink);
+    alignas(64) float l0[W];
+    for (int i = 0; i < W; ++i) l0[i] = st.sink[i] == -INFINITY ? 0.f : 1.f;  // a sink starts the sum at exp(0)
+    for (int v = 0; v < Q; ++v) st.m[v] = V::load(st.sink + v * L), st.l[v] = V::load(l0 + v * L);
+  }
+  std::vector<float> kr(size_t(kScoreKeys * hd));               // [kScoreKeys][hd] (unused: rows come widened)
+  const auto kw = scratch(size_t(kOnlineKeys) * size_t(hd));    // [kOnlineKeys][hd] widened K rows
+  const auto vw = scratch(size_t(kOnlineKeys) * size_t(hd));    // [kOnlineKeys][hd] widened V rows
+  for (int32_t j0 = 0; j0 < n; j0 += kOnlineKeys) {
+    const int32_t rows = std::min(n - j0, kOnlineKeys);
+    const float* kl[kOnlineKeys];
+    const float* vl[kOnlineKeys];
+    widen_step(k_rows, kt, j0, rows, n, hd, kw.get(), kl);
+    for (Set& st : lane_sets) {
+      F step_max[Q];  // group_scores' running max, not needed here (online_softmax takes it per block)
+      for (int v = 0; v < Q; ++v) step_max[v] = st.m[v];
+      group_scores_hd<V, Q>(st.qt.data(), reinterpret_cast<const void* const*>(kl), DType::f32, j0, j0 + rows,
+                            j0 + rows, hd, scale, st.lo, st.hi, kr.data(), st.e.get(), step_max);
+      online_softmax<V, Q>(st.e.get(), rows, st.m, st.l, st.alpha, st.grown);
+    }
+    widen_step(v_rows, vt, j0, rows, n, hd, vw.get(), vl);
+    for (Set& st : lane_sets) {
+      int32_t d = 0;
+      for (; d + DC <= hd; d += DC) online_values<V, DC, Q>(st.e.get(), vl, rows, st.alpha, st.grown, d, st.acc.data());
+      for (; d < hd; ++d) online_values<V, 1, Q>(st.e.get(), vl, rows, st.alpha, st.grown, d, st.acc.data());
+    }
+  }
+  for (int si = 0; si < sets; ++si) {
+    const Set& st = lane_sets[size_t(si)];
+    alignas(64) float sums[W];
+    for (int v = 0; v < Q; ++v) V::store(sums + v * L, st.l[v]);
+    for (int i = 0; i < st.nq; ++i) {
+      const float inv = 1.f / sums[i];
+      for (int32_t dd = 0; dd < hd; ++dd) g.out[i0 + si * W + i][dd] = st.acc[size_t(dd) * W + size_t(i)] * inv;
+    }
+  }
+}
+
 }  // namespace
 
 // All queries of g: V::kQueryVectors vectors of L lanes at a time, the last ones one vector
-// at a time.
+// at a time, in the order attn_online(kt, vt) says.
 template <class V>
 void attn_group_impl(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                      DType vt, int32_t hd, float scale) {
-  constexpr int Q = V::kQueryVectors, L = V::kLanes;
+  constexpr int Q = V::kQueryVectors, L = V::kLanes, W = Q * L;
   int i0 = 0;
-  for (; i0 + (Q - 1) * L < g.nq; i0 += Q * L) group_lanes<V, Q>(g, i0, k_rows, v_rows, n, kt, vt, hd, scale);
+  if (attn_online(kt, vt)) {
+    // Up to two sets of W queries share each widened row (their state is a few KB each).
+    while (i0 + (Q - 1) * L < g.nq) {
+      const int sets = i0 + W + (Q - 1) * L < g.nq ? 2 : 1;
+      group_lanes_online<V, Q>(g, i0, sets, k_rows, v_rows, n, kt, vt, hd, scale);
+      i0 += sets * W;
+    }
+    for (; i0 < g.nq; i0 += L) group_lanes_online<V, 1>(g, i0, 1, k_rows, v_rows, n, kt, vt, hd, scale);
+    return;
+  }
+  for (; i0 + (Q - 1) * L < g.nq; i0 += W) group_lanes<V, Q>(g, i0, k_rows, v_rows, n, kt, vt, hd, scale);
   for (; i0 < g.nq; i0 += L) group_lanes<V, 1>(g, i0, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 

@@ -3,6 +3,7 @@
 #include "tensor/attn_kernels.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 #include "tensor/dtype.h"
@@ -67,12 +68,26 @@ void attn_softmax(float* x, int32_t n, Isa isa, const float* sink) {
   for (int32_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void attn_accumulate(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc,
-                     Isa isa) {
-  if (isa == Isa::avx2) return detail::attn_accumulate_avx2(p, p_stride, nq, v, hd, lane0, acc);
+bool attn_online(DType k, DType v) { return k != DType::f32 || v != DType::f32; }
+
+float attn_online_block(float* x, float& m, float& l, Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_online_block_avx2(x, m, l);
+  float m_new = std::max(m, -FLT_MAX);
+  for (int i = 0; i < 16; ++i) m_new = std::max(m_new, x[i]);
+  const float alpha = expf_ggml(m - m_new);
+  for (int i = 0; i < 16; ++i) x[i] = expf_ggml(x[i] - m_new);
+  const float scaled = l * alpha;  // two roundings, as everywhere (no fma)
+  l = scaled + tree16(x);
+  m = m_new;
+  return alpha;
+}
+
+void attn_accumulate(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, int lanes,
+                     float* acc, Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_accumulate_avx2(p, p_stride, nq, v, hd, lane0, lanes, acc);
   for (int i = 0; i < nq; ++i)
     for (int32_t j = 0; j < v.n; ++j) {
-      float* a = acc + (size_t(i) * 16 + size_t((lane0 + j) & 15)) * size_t(hd);
+      float* a = acc + (size_t(i) * size_t(lanes) + size_t((lane0 + j) % lanes)) * size_t(hd);
       const size_t base = size_t(j) * v.stride;
       for (int32_t d = 0; d < hd; ++d) a[d] = std::fma(p[i * p_stride + size_t(j)], load(v, base + size_t(d)), a[d]);
     }

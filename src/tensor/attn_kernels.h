@@ -18,8 +18,21 @@
 //   tree16(a): t[i] = a[i] + a[i + 8], then t[i] + t[i + 4], then t[i] + t[i + 2], then t[0] + t[1].
 // Each output depends only on the query, its visible keys' positions and values and
 // head_dim: never on the batch, the thread, how the keys arrive (KV pages) or the ISA.
-// With F16 K/V the stored values are widened exactly; llama.cpp would also round q and p to
-// F16 there, which this does not do.
+//
+// That sequence is kept for F32 K and V (the goldens' cache type, where llama.cpp's bits are
+// reachable). With any other storage (F16, q8_0, q4_0: attn_online) llama.cpp itself rounds q
+// and p to F16, so its bits are out of reach anyway, and the keys go in the online-softmax
+// order instead, which needs no array of all the scores and no 16 lane sums per dim:
+//   score_j as above; m = the sink logit (l = 1) or -inf (l = 0), acc[d] = 0;
+//   per block of 16 positions [16b, 16b + 16) in order (a block none of whose keys is
+//   visible changes nothing): m' = max(m, the block's scores, -FLT_MAX); alpha =
+//   expf_ggml(m - m') (1 exactly when the max did not grow, 0 on the first block);
+//   e_j = expf_ggml(score_j - m') (0 for keys not visible: their score is -inf);
+//   l = l * alpha + tree16(e); acc[d] = acc[d] * alpha, then acc[d] = fma(e_j, v_j[d], acc[d])
+//   over the block's visible keys in order (one chain per dim); m = m'.
+//   out[d] = acc[d] * (1 / l).
+// The same independence holds: a block is a fixed set of positions, and the keys of a query
+// reach its accumulators in position order whoever computes them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,16 +56,24 @@ struct KvRows {
 // is loaded and widened once for all nq (decode: the query heads of one kv head).
 void attn_scores(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
                  Isa isa);
+// Whether K/V stored as k, v are attended in the online-softmax order (above): unless both are f32.
+bool attn_online(DType k, DType v);
+
 // x: [n] scores of the keys at positions p0 .. p0 + n - 1, p0 and n multiples of 16, -inf
 // where a key is not visible (at least one is), becomes the probabilities p; sink: one
 // more logit in the max and the sum (attention sinks), or null.
 void attn_softmax(float* x, int32_t n, Isa isa, const float* sink = nullptr);
-// For nq queries (query i: probabilities p + i * p_stride, lane sums acc + i * 16 * hd):
-// acc[(lane0 + j) % 16][d] = fma(p[j], v_j[d], acc[...]) for j < v.n in order, d < hd;
-// lane0 = the position of the first row mod 16; acc: [nq][16][hd] f32. On AVX-512 each V row
-// is loaded and widened once for all nq.
-void attn_accumulate(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc,
-                     Isa isa);
+// One block of 16 keys of one query in the online order: x: [16] f32 the block's scores
+// (-inf where not visible), becomes e; m, l: the query's running max and sum, updated.
+// Returns alpha, the factor of the query's accumulators before the block's values join.
+float attn_online_block(float* x, float& m, float& l, Isa isa);
+// For nq queries (query i: probabilities p + i * p_stride, sums acc + i * lanes * hd):
+// acc[(lane0 + j) % lanes][d] = fma(p[j], v_j[d], acc[...]) for j < v.n in order, d < hd;
+// lanes: 16 (the ggml order; lane0 = the position of the first row mod 16) or 1 (the online
+// order: one chain per dim); acc: [nq][lanes][hd] f32. On AVX-512 each V row is loaded and
+// widened once for all nq.
+void attn_accumulate(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, int lanes,
+                     float* acc, Isa isa);
 // out[d] = tree16(acc[0..15][d]) for d < hd; acc: [16][hd], out: [hd] f32.
 void attn_lanes_sum(const float* acc, int32_t hd, float* out, Isa isa);
 
@@ -71,7 +92,7 @@ struct AttnGroup {
 // null for positions not read; quantized rows count as their dequantized values), the
 // queries in the lanes of the vectors (16 with AVX-512, 8 with AVX2) so that every row is
 // loaded once for all of them. Each query gets exactly the bits of the per-query kernels
-// above. Needs attn_group_supported().
+// above, in the order attn_online(kt, vt) says. Needs attn_group_supported().
 bool attn_group_supported();
 void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                 DType vt, int32_t hd, float scale);
@@ -92,7 +113,8 @@ float max_avx2(const float* x, int32_t n);
 double softmax_exp_avx2(float* x, int32_t n, float max);
 void scale_avx2(float* x, int32_t n, float v);
 void attn_accumulate_avx2(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
-                          float* acc);
+                          int lanes, float* acc);
+float attn_online_block_avx2(float* x, float& m, float& l);
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out);
 void widen_rows_avx2(DType t, const uint8_t* rows, size_t stride, int32_t n, int32_t hd, float* out);
 void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
@@ -103,7 +125,7 @@ void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* 
 int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores,
                              size_t stride);
 int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
-                                 float* acc);
+                                 int lanes, float* acc);
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                        DType vt, int32_t hd, float scale);
 }  // namespace detail

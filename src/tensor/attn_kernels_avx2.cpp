@@ -4,6 +4,8 @@
 // contract it differently in different call sites.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -70,14 +72,14 @@ void scores_impl(const float* q, int nq, const KvRows& k, int32_t hd, float scal
       scores[i * stride + size_t(j)] = dot_ggml<F16>(q + i * hd, k.data, size_t(j) * k.stride, hd) * scale;
 }
 
-// The keys of one lane l (j = l - lane0 mod 16, then every 16th) into acc[l], R vectors
-// of dims [d0, d0 + 8R) held in registers over all of them.
+// The keys of one lane l (j = l - lane0 mod lanes, then every lanes-th) into acc[l], R
+// vectors of dims [d0, d0 + 8R) held in registers over all of them.
 template <bool F16, int R>
-void accumulate_lane(const float* p, const KvRows& v, int32_t j0, int32_t d0, float* a) {
+void accumulate_lane(const float* p, const KvRows& v, int32_t j0, int lanes, int32_t d0, float* a) {
   __m256 acc[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(a + d0 + 8 * r);
-  for (int32_t j = j0; j < v.n; j += 16) {
+  for (int32_t j = j0; j < v.n; j += lanes) {
     const __m256 pj = _mm256_set1_ps(p[j]);
     const size_t base = size_t(j) * v.stride + size_t(d0);
 #pragma GCC unroll 8
@@ -89,28 +91,28 @@ void accumulate_lane(const float* p, const KvRows& v, int32_t j0, int32_t d0, fl
 
 template <bool F16>
 void accumulate_impl(const float* p_all, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
-                     float* acc_all) {
+                     int lanes, float* acc_all) {
   const int32_t d8 = hd & ~7;
-  const int32_t d_done = cpu_has_vnni() ? attn_accumulate16_avx512(p_all, p_stride, nq, v, hd, lane0, acc_all) : 0;
+  const int32_t d_done = cpu_has_vnni() ? attn_accumulate16_avx512(p_all, p_stride, nq, v, hd, lane0, lanes, acc_all) : 0;
   for (int i = 0; i < nq; ++i) {
     const float* p = p_all + i * p_stride;
-    float* acc = acc_all + size_t(i) * 16 * size_t(hd);
-    for (int l = 0; l < 16; ++l) {
-      const int32_t j0 = (l - lane0) & 15;
+    float* acc = acc_all + size_t(i) * size_t(lanes) * size_t(hd);
+    for (int l = 0; l < lanes; ++l) {
+      const int32_t j0 = (l - lane0 + 16) % lanes;
       float* a = acc + size_t(l) * size_t(hd);
       int32_t d = d_done;
-      for (; d + 64 <= d8; d += 64) accumulate_lane<F16, 8>(p, v, j0, d, a);
+      for (; d + 64 <= d8; d += 64) accumulate_lane<F16, 8>(p, v, j0, lanes, d, a);
       switch ((d8 - d) / 8) {
-        case 7: accumulate_lane<F16, 7>(p, v, j0, d, a); break;
-        case 6: accumulate_lane<F16, 6>(p, v, j0, d, a); break;
-        case 5: accumulate_lane<F16, 5>(p, v, j0, d, a); break;
-        case 4: accumulate_lane<F16, 4>(p, v, j0, d, a); break;
-        case 3: accumulate_lane<F16, 3>(p, v, j0, d, a); break;
-        case 2: accumulate_lane<F16, 2>(p, v, j0, d, a); break;
-        case 1: accumulate_lane<F16, 1>(p, v, j0, d, a); break;
+        case 7: accumulate_lane<F16, 7>(p, v, j0, lanes, d, a); break;
+        case 6: accumulate_lane<F16, 6>(p, v, j0, lanes, d, a); break;
+        case 5: accumulate_lane<F16, 5>(p, v, j0, lanes, d, a); break;
+        case 4: accumulate_lane<F16, 4>(p, v, j0, lanes, d, a); break;
+        case 3: accumulate_lane<F16, 3>(p, v, j0, lanes, d, a); break;
+        case 2: accumulate_lane<F16, 2>(p, v, j0, lanes, d, a); break;
+        case 1: accumulate_lane<F16, 1>(p, v, j0, lanes, d, a); break;
         default: break;
       }
-      for (int32_t j = j0; d8 < hd && j < v.n; j += 16)
+      for (int32_t j = j0; d8 < hd && j < v.n; j += lanes)
         for (int32_t dd = d8; dd < hd; ++dd) a[dd] = std::fmaf(p[j], load1<F16>(v.data, size_t(j) * v.stride + size_t(dd)), a[dd]);
     }
   }
@@ -189,9 +191,26 @@ double softmax_exp_avx2(float* x, int32_t n, float max) {
 }
 
 void attn_accumulate_avx2(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
-                          float* acc) {
-  if (v.f16) accumulate_impl<true>(p, p_stride, nq, v, hd, lane0, acc);
-  else accumulate_impl<false>(p, p_stride, nq, v, hd, lane0, acc);
+                          int lanes, float* acc) {
+  if (v.f16) accumulate_impl<true>(p, p_stride, nq, v, hd, lane0, lanes, acc);
+  else accumulate_impl<false>(p, p_stride, nq, v, hd, lane0, lanes, acc);
+}
+
+float attn_online_block_avx2(float* x, float& m, float& l) {
+  const __m256 lo = _mm256_loadu_ps(x), hi = _mm256_loadu_ps(x + 8);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(lo, hi));
+  float m_new = std::max(m, -FLT_MAX);
+  for (float y : lanes) m_new = std::max(m_new, y);
+  const __m256 mv = _mm256_set1_ps(m_new);
+  const __m128 alpha = _mm_set_ss(expf_ggml(m - m_new));
+  const __m256 e_lo = expf_ggml8(_mm256_sub_ps(lo, mv)), e_hi = expf_ggml8(_mm256_sub_ps(hi, mv));
+  _mm256_storeu_ps(x, e_lo);
+  _mm256_storeu_ps(x + 8, e_hi);
+  // l * alpha + tree16(e) in two roundings (rounded() keeps GCC from fusing them).
+  l = _mm_cvtss_f32(_mm_add_ss(rounded(_mm_mul_ss(_mm_set_ss(l), alpha)), _mm_set_ss(tree16(e_lo, e_hi))));
+  m = m_new;
+  return _mm_cvtss_f32(alpha);
 }
 
 void attn_lanes_sum_avx2(const float* acc, int32_t hd, float* out) {

@@ -165,18 +165,18 @@ int32_t scores16_any(const float* q, int nq, const KvRows& k, int32_t hd, float 
   return done;
 }
 
-// The keys of one lane (j = j0, j0 + 16, ...) into a[d0, d0 + 16R) for NQ queries (query i:
-// probabilities p + i * p_stride, lane sums a + i * a_stride), held in registers; each row
-// chunk is loaded and widened once for all of them.
+// The keys of one lane (j = j0, j0 + lanes, ...) into a[d0, d0 + 16R) for NQ queries (query
+// i: probabilities p + i * p_stride, lane sums a + i * a_stride), held in registers; each
+// row chunk is loaded and widened once for all of them.
 template <bool F16, int R, int NQ>
-void accumulate_lane16(const float* p, size_t p_stride, const KvRows& v, int32_t j0, int32_t d0, float* a,
+void accumulate_lane16(const float* p, size_t p_stride, const KvRows& v, int32_t j0, int lanes, int32_t d0, float* a,
                        size_t a_stride) {
   __m512 acc[NQ][R];
 #pragma GCC unroll 4
   for (int i = 0; i < NQ; ++i)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_loadu_ps(a + i * a_stride + d0 + 16 * r);
-  for (int32_t j = j0; j < v.n; j += 16) {
+  for (int32_t j = j0; j < v.n; j += lanes) {
     __m512 pj[NQ];
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; ++i) pj[i] = _mm512_set1_ps(p[i * p_stride + size_t(j)]);
@@ -196,32 +196,34 @@ void accumulate_lane16(const float* p, size_t p_stride, const KvRows& v, int32_t
 
 // Lane after lane, the dims in chunks of up to kMaxR vectors (NQ kMaxR accumulators).
 template <bool F16, int NQ>
-void accumulate16_n(const float* p, size_t p_stride, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+void accumulate16_n(const float* p, size_t p_stride, const KvRows& v, int32_t hd, int32_t lane0, int lanes, float* acc) {
   constexpr int kMaxR = NQ <= 2 ? 8 : 4;
   const int32_t d16 = hd & ~15;
-  const size_t a_stride = size_t(16) * size_t(hd);
-  for (int l = 0; l < 16; ++l) {
-    const int32_t j0 = (l - lane0) & 15;
+  const size_t a_stride = size_t(lanes) * size_t(hd);
+  for (int l = 0; l < lanes; ++l) {
+    const int32_t j0 = (l - lane0 + 16) % lanes;
     float* a = acc + size_t(l) * size_t(hd);
     int32_t d = 0;
-    for (; d + 16 * kMaxR <= d16; d += 16 * kMaxR) accumulate_lane16<F16, kMaxR, NQ>(p, p_stride, v, j0, d, a, a_stride);
+    for (; d + 16 * kMaxR <= d16; d += 16 * kMaxR) accumulate_lane16<F16, kMaxR, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride);
     switch ((d16 - d) / 16) {
-      case 7: accumulate_lane16<F16, 7, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
-      case 6: accumulate_lane16<F16, 6, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
-      case 5: accumulate_lane16<F16, 5, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
-      case 4: accumulate_lane16<F16, 4, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
-      case 3: accumulate_lane16<F16, 3, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
-      case 2: accumulate_lane16<F16, 2, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
-      case 1: accumulate_lane16<F16, 1, NQ>(p, p_stride, v, j0, d, a, a_stride); break;
+      case 7: accumulate_lane16<F16, 7, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
+      case 6: accumulate_lane16<F16, 6, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
+      case 5: accumulate_lane16<F16, 5, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
+      case 4: accumulate_lane16<F16, 4, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
+      case 3: accumulate_lane16<F16, 3, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
+      case 2: accumulate_lane16<F16, 2, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
+      case 1: accumulate_lane16<F16, 1, NQ>(p, p_stride, v, j0, lanes, d, a, a_stride); break;
       default: break;
     }
   }
 }
 
 template <bool F16>
-int32_t accumulate16(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, float* acc) {
+int32_t accumulate16(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0, int lanes,
+                     float* acc) {
   query_chunks(nq, 4, [&](int i, auto chunk) {
-    accumulate16_n<F16, decltype(chunk)::value>(p + i * p_stride, p_stride, v, hd, lane0, acc + size_t(i) * 16 * size_t(hd));
+    accumulate16_n<F16, decltype(chunk)::value>(p + i * p_stride, p_stride, v, hd, lane0, lanes,
+                                                acc + size_t(i) * size_t(lanes) * size_t(hd));
   });
   return hd & ~15;
 }
@@ -236,9 +238,9 @@ int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd
 }
 
 int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
-                                 float* acc) {
-  return v.f16 ? accumulate16<true>(p, p_stride, nq, v, hd, lane0, acc)
-               : accumulate16<false>(p, p_stride, nq, v, hd, lane0, acc);
+                                 int lanes, float* acc) {
+  return v.f16 ? accumulate16<true>(p, p_stride, nq, v, hd, lane0, lanes, acc)
+               : accumulate16<false>(p, p_stride, nq, v, hd, lane0, lanes, acc);
 }
 
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
