@@ -55,7 +55,7 @@ std::vector<float> attend(const float* q, const void* k, const void* v, bool f16
       j += len;
     }
   };
-  each_chunk(first, last + 1, [&](int32_t j, int32_t len) { attn_scores(q, 1, rows(k, j, len), hd, 0.125f, s.data() + (j - b0), 0, isa); });
+  each_chunk(first, last + 1, [&](int32_t j, int32_t len) { attn_scores(q, 1, rows(k, j, len), hd, 0.125f, s.data() + (j - b0), 0, online, isa); });
   const auto values = [&](int32_t from, int32_t to) {
     each_chunk(from, to, [&](int32_t j, int32_t len) { attn_accumulate(s.data() + (j - b0), 0, 1, rows(v, j, len), hd, j & 15, lanes, acc.data(), isa); });
   };

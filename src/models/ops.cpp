@@ -257,7 +257,7 @@ void attend_heads(const float* q, int nq, const KvStore& kv, int32_t g, int32_t 
       r = after;
     }
   };
-  each_slice(true, [&](int32_t p, const KvRows& k) { attn_scores(q, nq, k, hd, scale, scores + (p - b0), stride, isa); });
+  each_slice(true, [&](int32_t p, const KvRows& k) { attn_scores(q, nq, k, hd, scale, scores + (p - b0), stride, false, isa); });
   for (int i = 0; i < nq; ++i) {
     float* s = scores + i * stride;
     std::fill(s, s + (first - b0), neg_inf);
@@ -304,7 +304,7 @@ void attend_heads_online(const float* q, int nq, const KvStore& kv, int32_t g, i
       std::fill(s, s + (lo - w0), -std::numeric_limits<float>::infinity());
       std::fill(s + (hi - w0), s + (w1 - w0), -std::numeric_limits<float>::infinity());
     }
-    each_span(true, lo, hi, [&](int32_t p, const KvRows& k) { attn_scores(q, nq, k, hd, scale, scores + (p - w0), kSliceKeys, isa); });
+    each_span(true, lo, hi, [&](int32_t p, const KvRows& k) { attn_scores(q, nq, k, hd, scale, scores + (p - w0), kSliceKeys, true, isa); });
     prefetch_head_rows(kv, true, g, hi, next);  // the next window's K, while the values go
     for (int32_t b = w0; b < w1; b += 16)
       for (int i = 0; i < nq; ++i)

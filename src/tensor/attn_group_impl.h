@@ -129,17 +129,34 @@ inline void group_dot(const float* qt, const float* kr, int32_t hd, typename V::
   }
 }
 
+// The online order's dot (attn_kernels.h) of one key (row kr, f32) for the Q * L query lanes
+// of qt: s[Q]. Leaf c is the chain over d = c, c + 16, ...
+template <class V, int Q>
+inline void group_dot_online(const float* qt, const float* kr, int32_t hd, typename V::F* s) {
+  constexpr int L = V::kLanes;
+  const int32_t np = hd & ~15;
+  for (int v = 0; v < Q; ++v) {
+    s[v] = tree16<V>([&](int c) {
+      auto p = V::zero();
+      for (int32_t d = c; d < np; d += 16) p = V::fmadd(V::load(qt + (size_t(d) * Q + v) * L), V::set1(kr[d]), p);
+      return p;
+    });
+    for (int32_t d = np; d < hd; ++d) s[v] = V::fmadd(V::load(qt + (size_t(d) * Q + v) * L), V::set1(kr[d]), s[v]);
+  }
+}
+
 // group_dot for kScoreKeys keys at once (rows kr[x] f32, S = hd / 64 >= 1), leaf after leaf: the
 // query vectors of leaf c are loaded once for all the keys (one key at a time, the loads of
 // q and of the key's broadcasts outnumber the multiplies 3 to 2 and bind the loop); the
 // leaves t[c] wait in tl ([kScoreKeys][16][Q] vectors, L1) for the trees. Out: s[x][Q].
-template <class V, int S, int Q>
+// Online: the online order's dot, leaf c one chain over d = c, c + 16, ... in order.
+template <class V, int S, int Q, bool Online>
 inline void group_dot_keys(const float* qt, const float* const* kr, int32_t hd, typename V::F* tl, typename V::F (*s)[Q]) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   for (int c = 0; c < 16; ++c) {
-    F q[4][S][Q];  // the dims c, c + 32, c + 16, c + 48 (+ 64 st) of the query vectors
-    const int xs[4] = {c, c + 32, c + 16, c + 48};
+    F q[4][S][Q];  // the dims c, c + 32, c + 16, c + 48 (+ 64 st) of the query vectors (online: in order)
+    const int xs[4] = {c, Online ? c + 16 : c + 32, Online ? c + 32 : c + 16, c + 48};
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i)
 #pragma GCC unroll 4
@@ -147,6 +164,22 @@ inline void group_dot_keys(const float* qt, const float* const* kr, int32_t hd, 
 #pragma GCC unroll 2
         for (int v = 0; v < Q; ++v) q[i][st][v] = V::load(qt + (size_t(xs[i] + 64 * st) * Q + v) * L);
     for (int x = 0; x < kScoreKeys; ++x) {
+      if constexpr (Online) {
+        F p[Q];
+#pragma GCC unroll 2
+        for (int v = 0; v < Q; ++v) p[v] = V::zero();
+#pragma GCC unroll 4
+        for (int st = 0; st < S; ++st)
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const F e = V::set1(kr[x][xs[i] + 64 * st]);
+#pragma GCC unroll 2
+            for (int v = 0; v < Q; ++v) p[v] = V::fmadd(q[i][st][v], e, p[v]);
+          }
+#pragma GCC unroll 2
+        for (int v = 0; v < Q; ++v) tl[(x * 16 + c) * Q + v] = p[v];
+        continue;
+      }
       F p[4][Q];
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i)
@@ -168,9 +201,9 @@ inline void group_dot_keys(const float* qt, const float* const* kr, int32_t hd, 
 }
 
 // Scores of the rows [j0, j1) of n for the lanes (row j: k_rows[j - j0]; s: [j1 - j0][Q *
-// L]), -inf where a lane does not see the key (and at the positions with no row); returns
-// their max per lane, starting from m[Q].
-template <class V, int S, int Q>
+// L]), the dots in ggml's order or the online one, -inf where a lane does not see the key
+// (and at the positions with no row); returns their max per lane, starting from m[Q].
+template <class V, int S, int Q, bool Online>
 void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t j0, int32_t j1, int32_t n, int32_t hd,
                   float scale, const int32_t* lo, const int32_t* hi, float* kr, float* s, typename V::F* m) {
   constexpr int L = V::kLanes;
@@ -188,7 +221,7 @@ void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t 
       const float* rows[kScoreKeys];
       for (int y = 0; y < kScoreKeys; ++y) rows[y] = row_f32(k_rows[j - j0 + y], kt, 0, hd, kr + y * hd);
       typename V::F out[kScoreKeys][Q];
-      group_dot_keys<V, S, Q>(qt, rows, hd, tl, out);
+      group_dot_keys<V, S, Q, Online>(qt, rows, hd, tl, out);
       for (int y = 0; y < kScoreKeys; ++y)
         for (int v = 0; v < Q; ++v) {
           x[v] = V::visible(V::mul(out[y][v], sc), j + y, lo + v * L, hi + v * L);
@@ -199,7 +232,9 @@ void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t 
       continue;
     }
     if (k_rows[j - j0]) {
-      group_dot<V, S, Q>(qt, row_f32(k_rows[j - j0], kt, 0, hd, kr), hd, x);
+      const float* row = row_f32(k_rows[j - j0], kt, 0, hd, kr);
+      if constexpr (Online) group_dot_online<V, Q>(qt, row, hd, x);
+      else group_dot<V, S, Q>(qt, row, hd, x);
       for (int v = 0; v < Q; ++v) x[v] = V::visible(V::mul(x[v], sc), j, lo + v * L, hi + v * L);
     } else {
       for (int v = 0; v < Q; ++v) x[v] = V::set1(-INFINITY);
@@ -211,16 +246,17 @@ void group_scores(const float* qt, const void* const* k_rows, DType kt, int32_t 
   }
 }
 
-// group_scores with S = hd / 64 known at compile time for the usual head dims.
-template <class V, int Q>
+// group_scores with S = hd / 64 known at compile time for the usual head dims (the online
+// order's chains run through every dim up to hd & ~15, so there hd must be 64 S).
+template <class V, int Q, bool Online>
 void group_scores_hd(const float* qt, const void* const* k_rows, DType kt, int32_t j0, int32_t j1, int32_t n,
                      int32_t hd, float scale, const int32_t* lo, const int32_t* hi, float* kr, float* s,
                      typename V::F* m) {
-  switch (hd / 64) {
-    case 1: return group_scores<V, 1, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
-    case 2: return group_scores<V, 2, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
-    case 4: return group_scores<V, 4, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
-    default: return group_scores<V, 0, Q>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+  switch (Online && hd % 64 != 0 ? 0 : hd / 64) {
+    case 1: return group_scores<V, 1, Q, Online>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+    case 2: return group_scores<V, 2, Q, Online>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+    case 4: return group_scores<V, 4, Q, Online>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
+    default: return group_scores<V, 0, Q, Online>(qt, k_rows, kt, j0, j1, n, hd, scale, lo, hi, kr, s, m);
   }
 }
 
@@ -310,7 +346,7 @@ void group_lanes(const AttnGroup& g, int i0, const void* const* k_rows, const vo
   // Scores, -inf where a lane does not see the key (and at the block positions with no row).
   F m[Q];
   for (int v = 0; v < Q; ++v) m[v] = V::load(sink + v * L);
-  group_scores_hd<V, Q>(qt.data(), k_rows, kt, 0, n, n, hd, scale, lo, hi, kr.data(), s.get(), m);
+  group_scores_hd<V, Q, false>(qt.data(), k_rows, kt, 0, n, n, hd, scale, lo, hi, kr.data(), s.get(), m);
   // e = exp(x - m); sums of the 16-key blocks in double per lane; then the sink.
   alignas(64) float lane_m[W], block[L], inv_lanes[W];
   for (int v = 0; v < Q; ++v) V::store(lane_m + v * L, m[v]);
@@ -481,7 +517,7 @@ void group_lanes_online(const AttnGroup& g, int i0, int sets, const void* const*
     for (Set& st : lane_sets) {
       F step_max[Q];  // group_scores' running max, not needed here (online_softmax takes it per block)
       for (int v = 0; v < Q; ++v) step_max[v] = st.m[v];
-      group_scores_hd<V, Q>(st.qt.data(), reinterpret_cast<const void* const*>(kl), DType::f32, j0, j0 + rows,
+      group_scores_hd<V, Q, true>(st.qt.data(), reinterpret_cast<const void* const*>(kl), DType::f32, j0, j0 + rows,
                             j0 + rows, hd, scale, st.lo, st.hi, kr.data(), st.e.get(), step_max);
       online_softmax<V, Q>(st.e.get(), rows, st.m, st.l, st.alpha, st.grown);
     }

@@ -38,13 +38,27 @@ float dot_ggml(const float* q, const KvRows& k, size_t base, int32_t hd) {
   return s;
 }
 
+float dot_online(const float* q, const KvRows& k, size_t base, int32_t hd) {
+  float part[16] = {};  // [16] f32: one chain per lane
+  const int32_t np = hd & ~15;
+  for (int32_t d0 = 0; d0 < np; d0 += 16)
+    for (int c = 0; c < 16; ++c) part[c] = std::fma(q[d0 + c], load(k, base + size_t(d0 + c)), part[c]);
+  float s = tree16(part);
+  for (int32_t d = np; d < hd; ++d) s = std::fma(q[d], load(k, base + size_t(d)), s);
+  return s;
+}
+
 }  // namespace
 
 void attn_scores(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
-                 Isa isa) {
-  if (isa == Isa::avx2) return detail::attn_scores_avx2(q, nq, k, hd, scale, scores, stride);
+                 bool online, Isa isa) {
+  if (isa == Isa::avx2) return detail::attn_scores_avx2(q, nq, k, hd, scale, scores, stride, online);
   for (int i = 0; i < nq; ++i)
-    for (int32_t j = 0; j < k.n; ++j) scores[i * stride + size_t(j)] = dot_ggml(q + i * hd, k, size_t(j) * k.stride, hd) * scale;
+    for (int32_t j = 0; j < k.n; ++j) {
+      const size_t base = size_t(j) * k.stride;
+      const float dot = online ? dot_online(q + i * hd, k, base, hd) : dot_ggml(q + i * hd, k, base, hd);
+      scores[i * stride + size_t(j)] = dot * scale;
+    }
 }
 
 void attn_softmax(float* x, int32_t n, Isa isa, const float* sink) {

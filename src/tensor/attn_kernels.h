@@ -23,7 +23,11 @@
 // reachable). With any other storage (F16, q8_0, q4_0: attn_online) llama.cpp itself rounds q
 // and p to F16, so its bits are out of reach anyway, and the keys go in the online-softmax
 // order instead, which needs no array of all the scores and no 16 lane sums per dim:
-//   score_j as above; m = the sink logit (l = 1) or -inf (l = 0), acc[d] = 0;
+//   score_j = dot(k_j, q) * scale, the dot one chain per 16-lane: part[c] = fma over d = c,
+//     c + 16, c + 32, ... of q[d] k_j[d] from 0 (c < 16); s = tree16(part); the dims past the
+//     last multiple of 16 follow in order, s = fma(q[d], k_j[d], s) (15 adds a score where
+//     ggml's dot needs 63 at head_dim 64);
+//   m = the sink logit (l = 1) or -inf (l = 0), acc[d] = 0;
 //   per block of 16 positions [16b, 16b + 16) in order (a block none of whose keys is
 //   visible changes nothing): m' = max(m, the block's scores, -FLT_MAX); alpha =
 //   expf_ggml(m - m') (1 exactly when the max did not grow, 0 on the first block);
@@ -52,10 +56,11 @@ struct KvRows {
 };
 
 // For nq queries (query i: q + i * hd, f32; its scores: scores + i * stride):
-// scores[j] = scale * dot(k_j, q) for j < k.n, the dot in ggml's order. On AVX-512 each K row
-// is loaded and widened once for all nq (decode: the query heads of one kv head).
+// scores[j] = scale * dot(k_j, q) for j < k.n, the dot in ggml's order or the online one. On
+// AVX-512 each K row is loaded and widened once for all nq (decode: the query heads of one kv
+// head).
 void attn_scores(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
-                 Isa isa);
+                 bool online, Isa isa);
 // Whether K/V stored as k, v are attended in the online-softmax order (above): unless both are f32.
 bool attn_online(DType k, DType v);
 
@@ -108,7 +113,8 @@ float ssm_row_update(float* s, const float* b, const float* c, float decay, floa
 
 namespace detail {
 float ssm_row_update_avx2(float* s, const float* b, const float* c, float decay, float x, int64_t n);
-void attn_scores_avx2(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride);
+void attn_scores_avx2(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
+                      bool online);
 float max_avx2(const float* x, int32_t n);
 double softmax_exp_avx2(float* x, int32_t n, float max);
 void scale_avx2(float* x, int32_t n, float v);
@@ -123,7 +129,7 @@ void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* 
 // runs of 16 keys (hd a multiple of 64; returns the keys done), values for the dims up to
 // hd & ~15 (returned).
 int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores,
-                             size_t stride);
+                             size_t stride, bool online);
 int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
                                  int lanes, float* acc);
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,

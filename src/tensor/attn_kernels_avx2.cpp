@@ -64,12 +64,30 @@ float dot_ggml(const float* q, const void* k, size_t base, int32_t hd) {
   return s;
 }
 
+// dot(q, k_j) in the online order: lo / hi the chains of lanes 0..7 / 8..15.
 template <bool F16>
-void scores_impl(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride) {
-  const int32_t j0 = cpu_has_vnni() ? attn_scores16_avx512(q, nq, k, hd, scale, scores, stride) : 0;
+float dot_online(const float* q, const void* k, size_t base, int32_t hd) {
+  __m256 lo = _mm256_setzero_ps(), hi = lo;
+  const int32_t np = hd & ~15;
+  for (int32_t d = 0; d < np; d += 16) {
+    lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<F16>(k, base + size_t(d)), lo);
+    hi = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), load8<F16>(k, base + size_t(d + 8)), hi);
+  }
+  float s = tree16(lo, hi);
+  for (int32_t d = np; d < hd; ++d) s = std::fmaf(q[d], load1<F16>(k, base + size_t(d)), s);
+  return s;
+}
+
+template <bool F16>
+void scores_impl(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
+                 bool online) {
+  const int32_t j0 = cpu_has_vnni() ? attn_scores16_avx512(q, nq, k, hd, scale, scores, stride, online) : 0;
   for (int i = 0; i < nq; ++i)
-    for (int32_t j = j0; j < k.n; ++j)
-      scores[i * stride + size_t(j)] = dot_ggml<F16>(q + i * hd, k.data, size_t(j) * k.stride, hd) * scale;
+    for (int32_t j = j0; j < k.n; ++j) {
+      const size_t base = size_t(j) * k.stride;
+      const float dot = online ? dot_online<F16>(q + i * hd, k.data, base, hd) : dot_ggml<F16>(q + i * hd, k.data, base, hd);
+      scores[i * stride + size_t(j)] = dot * scale;
+    }
 }
 
 // The keys of one lane l (j = l - lane0 mod lanes, then every lanes-th) into acc[l], R
@@ -157,9 +175,10 @@ void attn_group_avx2(const AttnGroup& g, const void* const* k_rows, const void* 
   attn_group_impl<Avx2Lanes>(g, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
-void attn_scores_avx2(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride) {
-  if (k.f16) scores_impl<true>(q, nq, k, hd, scale, scores, stride);
-  else scores_impl<false>(q, nq, k, hd, scale, scores, stride);
+void attn_scores_avx2(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores, size_t stride,
+                      bool online) {
+  if (k.f16) scores_impl<true>(q, nq, k, hd, scale, scores, stride, online);
+  else scores_impl<false>(q, nq, k, hd, scale, scores, stride, online);
 }
 
 float max_avx2(const float* x, int32_t n) {

@@ -80,10 +80,11 @@ inline __m512 lanes_tree16(const __m512* t) {
 // Scores of the keys of k in runs of 16 for NQ queries (query i: q + i * hd, scores s + i *
 // stride), hd = 64 S (S = 0: hd a multiple of 64 known at run time): each key row is loaded
 // and widened once for the NQ queries; t[i][x] is key x's (a0 + a2) + (a1 + a3) over ggml's
-// four accumulators for query i, then lanes_tree16 for its 16 keys at once. With S known and
-// few enough queries they stay in 4 S NQ registers for all the keys (reloading the query for
-// every key made the scores 1.6x slower). Returns the keys done.
-template <bool F16, int S, int NQ>
+// four accumulators for query i (Online: the one chain over all dims of the online order),
+// then lanes_tree16 for its 16 keys at once. With S known and few enough queries they stay in
+// 4 S NQ registers for all the keys (reloading the query for every key made the scores 1.6x
+// slower). Returns the keys done.
+template <bool F16, bool Online, int S, int NQ>
 int32_t scores16(const float* q, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
   constexpr bool kInRegs = S > 0 && 4 * S * NQ <= 16;
   constexpr int R = kInRegs ? 4 * S : 1;
@@ -116,11 +117,13 @@ int32_t scores16(const float* q, const KvRows& k, int32_t hd, float scale, float
             __m512 qd;
             if constexpr (kInRegs) qd = qr[i][4 * st + c];
             else qd = _mm512_loadu_ps(q + i * hd + d + 16 * c);
-            a[i][c] = _mm512_fmadd_ps(qd, kv[c], a[i][c]);
+            if constexpr (Online) a[i][0] = _mm512_fmadd_ps(qd, kv[c], a[i][0]);  // dims in order
+            else a[i][c] = _mm512_fmadd_ps(qd, kv[c], a[i][c]);
           }
       }
 #pragma GCC unroll 4
-      for (int i = 0; i < NQ; ++i) t[i][x] = _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][2]), _mm512_add_ps(a[i][1], a[i][3]));
+      for (int i = 0; i < NQ; ++i)
+        t[i][x] = Online ? a[i][0] : _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][2]), _mm512_add_ps(a[i][1], a[i][3]));
     }
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; ++i) _mm512_storeu_ps(s + i * stride + k0, _mm512_mul_ps(lanes_tree16(t[i]), _mm512_set1_ps(scale)));
@@ -128,13 +131,13 @@ int32_t scores16(const float* q, const KvRows& k, int32_t hd, float scale, float
   return k0;
 }
 
-template <bool F16, int NQ>
+template <bool F16, bool Online, int NQ>
 int32_t scores16_hd(const float* q, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
   switch (hd) {
-    case 64: return scores16<F16, 1, NQ>(q, k, hd, scale, s, stride);
-    case 128: return scores16<F16, 2, NQ>(q, k, hd, scale, s, stride);
-    case 256: return scores16<F16, 4, NQ>(q, k, hd, scale, s, stride);
-    default: return scores16<F16, 0, NQ>(q, k, hd, scale, s, stride);
+    case 64: return scores16<F16, Online, 1, NQ>(q, k, hd, scale, s, stride);
+    case 128: return scores16<F16, Online, 2, NQ>(q, k, hd, scale, s, stride);
+    case 256: return scores16<F16, Online, 4, NQ>(q, k, hd, scale, s, stride);
+    default: return scores16<F16, Online, 0, NQ>(q, k, hd, scale, s, stride);
   }
 }
 
@@ -156,11 +159,11 @@ void query_chunks(int nq, int most, Work&& work) {
 
 // The queries up to 4 at a time (2 past hd 128: their 16 t vectors each spill, and 4 of them
 // were slower than 2 + 2; attn_bench decode at 32k, a group of 4 at hd 256).
-template <bool F16>
+template <bool F16, bool Online>
 int32_t scores16_any(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* s, size_t stride) {
   int32_t done = 0;
   query_chunks(nq, hd > 128 ? 2 : 4, [&](int i, auto chunk) {
-    done = scores16_hd<F16, decltype(chunk)::value>(q + i * hd, k, hd, scale, s + i * stride, stride);
+    done = scores16_hd<F16, Online, decltype(chunk)::value>(q + i * hd, k, hd, scale, s + i * stride, stride);
   });
   return done;
 }
@@ -231,10 +234,13 @@ int32_t accumulate16(const float* p, size_t p_stride, int nq, const KvRows& v, i
 }  // namespace
 
 int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores,
-                             size_t stride) {
+                             size_t stride, bool online) {
   if (hd % 64 != 0) return 0;
-  return k.f16 ? scores16_any<true>(q, nq, k, hd, scale, scores, stride)
-               : scores16_any<false>(q, nq, k, hd, scale, scores, stride);
+  if (online)
+    return k.f16 ? scores16_any<true, true>(q, nq, k, hd, scale, scores, stride)
+                 : scores16_any<false, true>(q, nq, k, hd, scale, scores, stride);
+  return k.f16 ? scores16_any<true, false>(q, nq, k, hd, scale, scores, stride)
+               : scores16_any<false, false>(q, nq, k, hd, scale, scores, stride);
 }
 
 int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const KvRows& v, int32_t hd, int32_t lane0,
