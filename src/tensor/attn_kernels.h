@@ -30,7 +30,7 @@
 //   m = the sink logit (l = 1) or -inf (l = 0), acc[d] = 0;
 //   per block of 16 positions [16b, 16b + 16) in order (a block none of whose keys is
 //   visible changes nothing): m' = max(m, the block's scores, -FLT_MAX); alpha =
-//   expf_ggml(m - m') (1 exactly when the max did not grow, 0 on the first block);
+//   expf_ggml(m - m') (1 exactly when the max did not grow, 0 on a first block without a sink);
 //   e_j = expf_ggml(score_j - m') (0 for keys not visible: their score is -inf);
 //   l = l * alpha + tree16(e); acc[d] = acc[d] * alpha, then acc[d] = fma(e_j, v_j[d], acc[d])
 //   over the block's visible keys in order (one chain per dim); m = m'.
