@@ -506,6 +506,9 @@ void group_lanes_online(const AttnGroup& g, int i0, int sets, const void* const*
     for (int i = 0; i < W; ++i) l0[i] = st.sink[i] == -INFINITY ? 0.f : 1.f;  // a sink starts the sum at exp(0)
     for (int v = 0; v < Q; ++v) st.m[v] = V::load(st.sink + v * L), st.l[v] = V::load(l0 + v * L);
   }
+  // [kScoreKeys][hd] f32: group_scores' conversion buffer; never written, as the rows come
+  // widened (f32 rows are read in place), but it must point at memory (it is offset per key).
+  std::vector<float> kr(size_t(kScoreKeys * hd));
   const auto kw = scratch(size_t(kOnlineKeys) * size_t(hd));    // [kOnlineKeys][hd] widened K rows
   const auto vw = scratch(size_t(kOnlineKeys) * size_t(hd));    // [kOnlineKeys][hd] widened V rows
   for (int32_t j0 = 0; j0 < n; j0 += kOnlineKeys) {
@@ -516,9 +519,8 @@ void group_lanes_online(const AttnGroup& g, int i0, int sets, const void* const*
     for (Set& st : lane_sets) {
       F step_max[Q];  // group_scores' running max, not needed here (online_softmax takes it per block)
       for (int v = 0; v < Q; ++v) step_max[v] = st.m[v];
-      // The rows come widened (f32 rows are read in place): no conversion buffer.
       group_scores_hd<V, Q, true>(st.qt.data(), reinterpret_cast<const void* const*>(kl), DType::f32, j0, j0 + rows,
-                                  j0 + rows, hd, scale, st.lo, st.hi, nullptr, st.e.get(), step_max);
+                                  j0 + rows, hd, scale, st.lo, st.hi, kr.data(), st.e.get(), step_max);
       online_softmax<V, Q>(st.e.get(), rows, st.m, st.l, st.alpha, st.grown);
     }
     widen_step(v_rows, vt, j0, rows, n, hd, vw.get(), vl);
