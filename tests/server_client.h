@@ -1,5 +1,5 @@
 // A `warmstart serve` child on a fixture model and curl as its client: what the server
-// tests of every API share (tests/server_test.cpp, the llama-server, Anthropic and
+// tests of every API share (tests/server_*test.cpp, the llama-server, Anthropic and
 // Responses API tests).
 #pragma once
 #include <gtest/gtest.h>
