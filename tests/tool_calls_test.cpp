@@ -113,7 +113,7 @@ TEST(ToolCalls, EachFixtureTemplatesOwnCallSyntaxParsesBack) {
       if (!full.is_string()) continue;  // the template raised on this conversation
       const auto region = assistant_region(tinfo, conv, k, full.get<std::string>());
       // Templates that drop the calls from history (no "Paris" in the turn) have nothing to read.
-      if (getenv("WS_DEBUG_TOOLS")) std::printf("%s %s: %s\n", stem.c_str(), name, region ? region->text.c_str() : "(none)");
+      if (getenv("WS_DEBUG_TOOLS")) std::printf("%s %s: %s\n", stem.c_str(), name.c_str(), region ? region->text.c_str() : "(none)");
       if (!region || region->text.find(args_object(want[0]["function"])["city"].get<std::string>()) == std::string::npos)
         continue;
       const TemplateDialect d = detect_dialect(slurp(kTemplates / file));
@@ -128,8 +128,9 @@ TEST(ToolCalls, EachFixtureTemplatesOwnCallSyntaxParsesBack) {
         // Compared as unordered objects: Gemma's template writes keys sorted.
         EXPECT_EQ(nlohmann::json::parse(got.calls[i].arguments), nlohmann::json(args_object(want[i]["function"])));
         // Formats that carry the id (Mistral's) give it back.
-        if (region->text.find(want[i]["id"].get<std::string>()) != std::string::npos)
+        if (region->text.find(want[i]["id"].get<std::string>()) != std::string::npos) {
           EXPECT_EQ(got.calls[i].id, want[i]["id"]);
+        }
       }
       covered.insert(tool_format_name(d.tools));
     }
@@ -237,9 +238,9 @@ void expect_valid_call(const ToolCall& c, const Json& tools) {
   for (const auto& [k, v] : args.items()) {
     ASSERT_TRUE(params["properties"].contains(k)) << k;
     const std::string type = params["properties"][k]["type"];
-    if (type == "string") EXPECT_TRUE(v.is_string()) << k;
-    if (type == "integer") EXPECT_TRUE(v.is_number_integer()) << k;
-    if (type == "boolean") EXPECT_TRUE(v.is_boolean()) << k;
+    if (type == "string") { EXPECT_TRUE(v.is_string()) << k; }
+    if (type == "integer") { EXPECT_TRUE(v.is_number_integer()) << k; }
+    if (type == "boolean") { EXPECT_TRUE(v.is_boolean()) << k; }
     if (type == "array") {
       ASSERT_TRUE(v.is_array()) << k;
       for (const Json& item : v) {
@@ -275,7 +276,7 @@ TEST(ToolCalls, ForcedCallGrammarsProduceCallsTheParserReads) {
           EXPECT_EQ(r.content, "") << text;
           for (const ToolCall& c : r.calls) {
             expect_valid_call(c, tools);
-            if (!only.empty()) EXPECT_EQ(c.name, only);
+            if (!only.empty()) { EXPECT_EQ(c.name, only); }
           }
           // Streaming the same text in small pieces gives the same reply.
           ReplyStreamer s(syn);
@@ -302,7 +303,7 @@ TEST(ToolCalls, ForcedCallGrammarsProduceCallsTheParserReads) {
             EXPECT_EQ(calls[i].first, r.calls[i].name);
             EXPECT_EQ(calls[i].second, r.calls[i].arguments);
           }
-          if (!parallel || f == ToolFormat::llama3_json || f == ToolFormat::harmony) EXPECT_EQ(r.calls.size(), 1u);
+          if (!parallel || f == ToolFormat::llama3_json || f == ToolFormat::harmony) { EXPECT_EQ(r.calls.size(), 1u); }
         }
       }
     }

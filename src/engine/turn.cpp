@@ -201,6 +201,76 @@ TurnResult Engine::run_turn(const TurnRequest& req, const TokenSink& sink) {
   return run_samples(req, [&sink](int32_t, Token t, std::span<const float>) { return sink(t); });
 }
 
+Engine::DecodedReplies Engine::decode_replies(const TurnRequest& req, const SampleSink& sink, SeqState& state,
+                                              const std::vector<float>& logits,
+                                              const std::function<void()>& first_token_out,
+                                              std::chrono::steady_clock::time_point t0, TurnResult& res) {
+  struct Reply {  // each with its own sampler and logits
+    SeqState* state;
+    Sampler sampler;
+    std::vector<float> logits;
+    std::vector<Token> seq;  // every token the state has consumed
+    TurnResult::Sample out;
+    bool done = false;
+  };
+  const int32_t n_samples = std::max<int32_t>(1, req.n_samples);
+  std::vector<SeqState> forks;
+  forks.reserve(size_t(n_samples - 1));
+  for (int32_t s = 1; s < n_samples; ++s) forks.push_back(state.fork());
+  std::vector<Reply> replies;
+  replies.reserve(size_t(n_samples));
+  for (int32_t s = 0; s < n_samples; ++s) {
+    SamplingParams p = req.sampling;
+    p.seed += uint64_t(s);
+    replies.push_back(Reply{s == 0 ? &state : &forks[size_t(s - 1)], Sampler(p), logits, req.prompt, {{}, "length"}});
+    for (Token t : req.prompt)
+      if (t >= 0) replies.back().sampler.accept(t);  // media placeholders are not tokens
+  }
+  for (int32_t i = 0; i < req.max_tokens; ++i) {
+    bool active = false;
+    for (int32_t s = 0; s < n_samples; ++s) {
+      Reply& r = replies[size_t(s)];
+      if (r.done) continue;
+      const Token next = r.sampler.sample(r.logits);
+      if (i == 0 && s == 0) res.ttft_ms = ms_since(t0);
+      r.done = true;  // until this step reaches its end
+      if (tok_.is_eog(next)) {
+        r.out.stop_reason = "eog";
+        continue;
+      }
+      r.out.generated.push_back(next);
+      r.sampler.accept(next);
+      if (sink && !sink(s, next, r.logits)) {
+        r.out.stop_reason = "client";
+        continue;
+      }
+      if (s == 0) first_token_out();  // reply 0's state and logits are still the prompt's
+      if (i + 1 == req.max_tokens) continue;
+      if (r.state->position() + 1 >= opt_.memory.n_ctx) {
+        r.out.stop_reason = "context";
+        continue;
+      }
+      const Token one[1] = {next};
+      const auto rope_pos = mrope_positions(model_.config(), req.media, r.state->position(), r.state->position() + 1);
+      const bool record = req.record_logits && s == 0;
+      eval_tokens(model_, *r.state, one, 1, record ? LogitsMode::all : LogitsMode::last, r.logits, pool_,
+                  rope_pos.empty() ? nullptr : rope_pos.data());
+      if (record) res.logits.insert(res.logits.end(), r.logits.begin(), r.logits.end());
+      r.seq.push_back(next);
+      r.done = false;
+      active = true;
+    }
+    if (!active) break;
+  }
+  DecodedReplies out;
+  for (auto& r : replies) {
+    if (&r != &replies[0]) out.computed_elsewhere += int32_t(r.seq.size()) - int32_t(req.prompt.size());
+    res.samples.push_back(std::move(r.out));
+  }
+  out.first_sequence = std::move(replies[0].seq);
+  return out;
+}
+
 TurnResult Engine::run_samples(const TurnRequest& req, const SampleSink& sink) {
   const auto t0 = clock_type::now();
   TurnResult res;
@@ -250,77 +320,14 @@ TurnResult Engine::run_samples(const TurnRequest& req, const SampleSink& sink) {
     ++res.checkpoints;
     frontier_due = false;
   };
-  // Reply 0 continues in `state`; the others in exact forks of it, taken before any reply
-  // moves it, with their own samplers and logits.
-  struct Reply {
-    SeqState* state;
-    Sampler sampler;
-    std::vector<float> logits;
-    std::vector<Token> seq;  // every token the state has consumed
-    TurnResult::Sample out;
-    bool done = false;
-  };
-  const int32_t n_samples = std::max<int32_t>(1, req.n_samples);
-  std::vector<SeqState> forks;
-  forks.reserve(size_t(n_samples - 1));
-  for (int32_t s = 1; s < n_samples; ++s) forks.push_back(state.fork());
-  std::vector<Reply> replies;
-  replies.reserve(size_t(n_samples));
-  for (int32_t s = 0; s < n_samples; ++s) {
-    SamplingParams p = req.sampling;
-    p.seed += uint64_t(s);
-    replies.push_back(Reply{s == 0 ? &state : &forks[size_t(s - 1)], Sampler(p), logits, req.prompt, {{}, "length"}});
-    for (Token t : req.prompt)
-      if (t >= 0) replies.back().sampler.accept(t);  // media placeholders are not tokens
-  }
-  for (int32_t i = 0; i < req.max_tokens; ++i) {
-    bool active = false;
-    for (int32_t s = 0; s < n_samples; ++s) {
-      Reply& r = replies[size_t(s)];
-      if (r.done) continue;
-      const Token next = r.sampler.sample(r.logits);
-      if (i == 0 && s == 0) res.ttft_ms = ms_since(t0);
-      r.done = true;  // until this step reaches its end
-      if (tok_.is_eog(next)) {
-        r.out.stop_reason = "eog";
-        continue;
-      }
-      r.out.generated.push_back(next);
-      r.sampler.accept(next);
-      if (sink && !sink(s, next, r.logits)) {
-        r.out.stop_reason = "client";
-        continue;
-      }
-      if (s == 0) take_frontier();  // reply 0's state and logits are still the prompt's
-      if (i + 1 == req.max_tokens) continue;
-      if (r.state->position() + 1 >= opt_.memory.n_ctx) {
-        r.out.stop_reason = "context";
-        continue;
-      }
-      const Token one[1] = {next};
-      const auto rope_pos = mrope_positions(model_.config(), req.media, r.state->position(), r.state->position() + 1);
-      const bool record = req.record_logits && s == 0;
-      eval_tokens(model_, *r.state, one, 1, record ? LogitsMode::all : LogitsMode::last, r.logits, pool_,
-                  rope_pos.empty() ? nullptr : rope_pos.data());
-      if (record) res.logits.insert(res.logits.end(), r.logits.begin(), r.logits.end());
-      r.seq.push_back(next);
-      r.done = false;
-      active = true;
-    }
-    if (!active) break;
-  }
-  const std::vector<Token>& seq = replies[0].seq;
-  int32_t computed_elsewhere = 0;  // tokens the other replies fed
-  for (auto& r : replies) {
-    if (&r != &replies[0]) computed_elsewhere += int32_t(r.seq.size()) - n;
-    res.samples.push_back(std::move(r.out));
-  }
+  const DecodedReplies decoded = decode_replies(req, sink, state, logits, take_frontier, t0, res);
+  const std::vector<Token>& seq = decoded.first_sequence;
   res.generated = res.samples[0].generated;
   res.stop_reason = res.samples[0].stop_reason;
   if (res.ttft_ms == 0) res.ttft_ms = ms_since(t0);
   take_frontier();
   if (int32_t(seq.size()) > n) put(seq, seq.size(), state, Boundary::reply, memory.take());
-  res.computed = int32_t(seq.size()) - res.reused + computed_elsewhere;
+  res.computed = int32_t(seq.size()) - res.reused + decoded.computed_elsewhere;
   if (cache_) cache_->record_turn(res.reused, res.computed, res.restore_ms, res.checkpoint_ms + res.frontier_ms);
   res.total_ms = ms_since(t0);
   last_sequence_ = seq;

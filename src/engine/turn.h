@@ -1,6 +1,7 @@
 // One chat turn on one sequence: restore the deepest usable cached state, compute only
 // the rest of the prompt (laying checkpoints where the policy says), then generate.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -134,6 +135,17 @@ class Engine {
   // Evaluates prompt positions [pos, end) (text, or rows of one media chunk).
   void eval_range(const TurnRequest& req, int32_t pos, int32_t end, LogitsMode mode, SeqState& state,
                   std::vector<float>& logits);
+  struct DecodedReplies {
+    std::vector<Token> first_sequence;  // prompt and reply tokens reply 0's state consumed
+    int32_t computed_elsewhere = 0;     // reply tokens the other replies' forks fed
+  };
+  // Samples req.n_samples replies of up to req.max_tokens tokens: reply 0 continues in
+  // `state`, the others in forks of it taken before any reply moves it. first_token_out runs
+  // when reply 0's first token has reached the sink (state and logits still the prompt's).
+  // Sets res.samples, res.ttft_ms and, with req.record_logits, res.logits.
+  DecodedReplies decode_replies(const TurnRequest& req, const SampleSink& sink, SeqState& state,
+                                const std::vector<float>& logits, const std::function<void()>& first_token_out,
+                                std::chrono::steady_clock::time_point t0, TurnResult& res);
   // Moves a hit that lands inside a non-causal chunk back to the chunk's start (or drops it).
   void align_hit_to_media(const TurnRequest& req, Hit& hit, TurnResult& res);
   void put(const std::vector<Token>& tokens, size_t n, const SeqState& state, Boundary kind,
