@@ -99,7 +99,9 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 # echo_extra: share of the other unrelated turns turned into repeat-after-me turns.
 # distractors (--distractors): share of messages with unknown words inserted, so that the
 #   model keys on the words that name a fact and ignores words it never saw.
-AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0}
+# wide (--wide): share of world questions and chatter built from the WIDE_ pools below.
+AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
+       "wide": 0.0}
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
 
@@ -324,6 +326,101 @@ CHATTER_PLAIN = ["The weather is cold today.", "It is raining here.", "I had a l
                  "I am a bit tired.", "The coffee is good today.", "Work was busy.", "I watched a film yesterday."]
 
 
+
+# Wider pools of real values (--augment --wide; every word in a held-out pool is filtered
+# out), used where they are facts about the user AND where they are not (world questions,
+# third-person chatter answered "I see."), so that the frame, not the kind of value, marks a
+# fact to remember. Neither way has beaten the committed model yet: see tools/train/README.
+def _not_heldout(pool):
+    held = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PETS + HELDOUT_ITEMS}
+    return [w for w in pool if w.lower() not in held]
+
+
+WIDE_NAMES = _not_heldout(words("""Aarav Abebe Adaeze Adriana Agnieszka Ahmed Aiko Akira Alejandro Aleksander
+Alessia Anders Andrzej Anika Antoine Arjun Astrid Atticus Ayesha Baptiste Beatriz Benedikt Birgit Bongani
+Bronwyn Caoimhe Carmen Catalina Cedric Chiara Chinonso Ciaran Cormac Dagny Dariusz Deepika Desmond Dorota
+Eamon Efua Eirik Eleni Emeka Enrique Eskil Fatima Federico Fernanda Folasade Francesca Freya Gaurav Gideon
+Giovanni Gunnar Gustavo Hakon Halima Haruto Heike Hemi Hilde Hoang Ibrahim Ilse Ingrid Isolde Itzel Jadwiga
+Jaroslav Javier Jovana Juhani Kalani Kaveh Kemal Kirsi Kofi Kristof Lakshmi Ludovic Luana Lucjan Mahmoud
+Malgorzata Mariana Matthias Mei Milos Mirela Moana Nadira Naveen Niamh Nikolai Nobuko Oluwaseun Osvaldo
+Padraig Paloma Pawel Petra Radek Rafaela Ragnhild Ramona Reinhard Rosalind Ruairi Rukmini Saoirse Seamus
+Sergei Shirin Sigrid Sinead Soren Stanislav Sunniva Tamar Tatiana Teodora Thiago Tiago Ulrich Valentina
+Vasilis Wanjiru Wiremu Xochitl Yaw Yusra Zainab Zdenek Zofia Zuzana Bartosz Cosmin Dragos Emilia Fionnuala
+Grzegorz Henrik Ioana Janusz Katarzyna Ladislav Mirko Nwachukwu Oddny Przemyslaw Radhika Szymon Tuomas"""))
+WIDE_CITIES = _not_heldout(words("""Seville Granada Malaga Porto Braga Coimbra Faro Nantes Lille Toulouse Rennes
+Grenoble Strasbourg Dijon Cologne Dresden Leipzig Bremen Hanover Nuremberg Stuttgart Freiburg Graz Linz
+Innsbruck Basel Lausanne Lucerne Bern Ghent Bruges Liege Rotterdam Groningen Eindhoven Maastricht Malmo
+Uppsala Gothenburg Odense Aalborg Stavanger Tromso Oulu Turku Espoo Tartu Kaunas Lodz Poznan Wroclaw Lublin
+Brno Ostrava Kosice Debrecen Szeged Cluj Timisoara Iasi Varna Plovdiv Sofia Skopje Tirana Podgorica Sarajevo
+Zagreb Split Belgrade Novi Chisinau Odesa Lviv Kharkiv Minsk Baku Almaty Tashkent Samarkand Bishkek Tehran
+Isfahan Shiraz Baghdad Basra Amman Beirut Damascus Jerusalem Haifa Riyadh Jeddah Doha Muscat Karachi Lahore
+Dhaka Chennai Kolkata Bangalore Hyderabad Pune Jaipur Colombo Yangon Vientiane Phnom Penh Saigon Shenzhen
+Chengdu Wuhan Xian Harbin Busan Incheon Sapporo Nagoya Fukuoka Kobe Taipei Kaohsiung Cebu Davao Surabaya
+Bandung Medan Kuching Penang Darwin Hobart Brisbane Cairns Christchurch Dunedin Suva Apia Honolulu Anchorage
+Calgary Edmonton Halifax Ottawa Quebec Regina Portland Tucson Memphis Nashville Atlanta Orlando Detroit
+Cleveland Pittsburgh Baltimore Richmond Omaha Tulsa Monterrey Tijuana Puebla Oaxaca Merida Managua Leon
+Panama Caracas Maracaibo Medellin Cali Guayaquil Cusco Arequipa Sucre Asuncion Rosario Cordoba Mendoza
+Salvador Recife Fortaleza Manaus Curitiba Dakar Bamako Accra Kumasi Abuja Kano Douala Kinshasa Luanda
+Lusaka Harare Maputo Durban Soweto Windhoek Gaborone Kampala Kigali Addis Khartoum Tunis Algiers Oran Rabat
+Fez Tangier Alexandria Luxor Aswan"""))
+WIDE_PETS = _not_heldout(words("""Pippin Archie Bailey Bella Bonnie Bruno Caramel Charlie Chester Cinnamon Clover
+Crumble Dexter Dino Domino Dottie Duke Ember Felix Fig Flash Frodo Gnocchi Goose Gus Hazel Honey Hunter Indie
+Jasper Jelly Kaiser Lady Latte Lulu Mango Maple Max Meatball Mocha Monty Moose Murphy Nacho Nemo Nibbles Ollie
+Paprika Pebbles Penny Pesto Pip Poppy Pudding Quincy Rascal Remy Ripley Rufus Sage Scout Sherlock Skittles
+Smudge Sushi Taco Tinkerbell Toffee Trixie Tux Waldo Wiggles Yoda Zeus Ziggystardust"""))
+WIDE_ITEMS = _not_heldout(words("""bananas cherries peaches plums apricots figs dates raisins walnuts almonds
+peanuts cashews lentils chickpeas noodles spaghetti cereal granola muffins bagels croissants tortillas
+crisps biscuits cookies chocolate sweets popcorn ketchup mustard mayonnaise pickles olives garlic ginger
+basil parsley mint pepper paprika nutmeg oregano broccoli cabbage lettuce spinach celery cucumbers courgettes
+pumpkins radishes beetroot leeks mushrooms peas corn sausages bacon ham chicken salmon tuna prawns mussels
+tofu cream custard icecream lemonade cola water wine beer cider sponges bleach detergent tissues napkins
+plasters bandages aspirin vitamins razors combs brushes toothbrushes deodorant lotion sunscreen lipstick
+mascara perfume shirts trousers jeans skirts dresses jackets coats scarves gloves mittens boots sandals
+slippers pyjamas belts ties socket plugs cables chargers headphones speakers pencils crayons markers erasers
+rulers scissors staples folders binders calculators stickers magazines newspapers postcards balloons
+ribbons wrapping twine string buckets mops brooms dustpans hammers screws bolts drills saws ladders
+paint brushes rollers hoses rakes shovels seeds fertiliser flowerpots soil bulbs tulips roses daisies
+lilies candlesticks vases mirrors pillows blankets sheets curtains rugs mats baskets jars bottles lids
+kettles teapots mugs bowls saucers glasses knives whisks ladles sieves pans pots trays foil clingfilm
+batteries fuses torches lanterns matchsticks firewood charcoal"""))
+COUNTRIES_WIDE = [c for c in words("""Germany Italy Poland Greece Turkey Iran Iraq China Korea Thailand Laos
+Cambodia Malaysia Indonesia Philippines Australia Mexico Cuba Colombia Ecuador Argentina Uruguay Paraguay
+Venezuela Nigeria Senegal Mali Morocco Algeria Tunisia Libya Sudan Ethiopia Somalia Uganda Tanzania Zambia
+Angola Namibia Botswana Zimbabwe Mozambique Madagascar Sweden Denmark Iceland Ireland Scotland Wales
+Portugal Belgium Netherlands Austria Switzerland Hungary Romania Bulgaria Serbia Croatia Slovenia Slovakia
+Czechia Ukraine Belarus Lithuania Latvia Estonia Georgia Armenia Azerbaijan Kazakhstan Uzbekistan Nepal
+Bhutan Bangladesh Pakistan Afghanistan Israel Jordan Lebanon Syria Yemen Oman Qatar Kuwait Singapore
+Myanmar Taiwan Fiji Samoa Jamaica Haiti Guatemala Honduras Nicaragua Panama""")]
+WIDE_WORLD = ["What is {p} famous for?", "How big is {p}?", "Who is the mayor of {p}?", "When was {p} founded?",
+              "What is the weather like in {p}?", "How far is {p} from {q}?", "Is {p} a nice place to visit?",
+              "What should I see in {p}?", "How many people live in {p}?", "What is the best food in {p}?",
+              "Which country is {p} in?", "What language do people speak in {p}?", "Who founded {p}?",
+              "What is the biggest lake in {c}?", "What do people eat in {c}?", "Who rules {c}?",
+              "What is the oldest city in {c}?", "What sport is popular in {c}?", "How big is {c}?"]
+# Third-person chatter with real values, answered "I see." (they are not facts about the user).
+WIDE_CHATTER = ["My friend {n} called me {w}.", "I met {n} {w}.", "{n} is my neighbour.", "My boss {n} was late {w}.",
+                "I visited {p} {w}.", "{p} is lovely in spring.", "My cousin lives in {p}.", "{n} moved to {p} {w}.",
+                "My sister has a dog called {a}.", "My friend's cat {a} is funny.", "The shop had no {i} {w}.",
+                "{n} likes the colour {k}.", "I saw a film set in {p}.", "My friend {n} bought {i} {w}."]
+# More ways to ask (--augment), none of the held-out ones.
+WIDE_NP_LEADS = ["Remind me: {o}?", "What about {o}?", "Any chance you remember {o}?", "Do you recall {o}?",
+                 "Tell me {o} once more.", "I wonder, what is {o}?", "So what is {o}?", "Now, {o}?",
+                 "What did I say {o} was?", "Can you give me {o}?"]
+WIDE_WH_LEADS = ["Do you recall {o}?", "Remind me again {o}.", "Can you say {o}?", "Tell me once more {o}.",
+                 "I forgot {o}. Do you know?", "Do you have any idea {o}?"]
+
+
+def wide_chatter(rng):
+    t = rng.choice(WIDE_CHATTER)
+    return t.format(n=rng.choice(WIDE_NAMES), p=rng.choice(WIDE_CITIES), a=rng.choice(WIDE_PETS),
+                    i=rng.choice(WIDE_ITEMS), k=rng.choice(COLOURS), w=rng.choice(CHATTER_WHEN))
+
+
+def wide_world(rng):
+    q = rng.choice(WIDE_WORLD)
+    return q.format(p=rng.choice(WIDE_CITIES), q=rng.choice(WIDE_CITIES), c=rng.choice(COUNTRIES_WIDE))
+
+
 def echo_word(rng):
     if AUG["echo_made_up"] and rng.random() < AUG["echo_made_up"]:
         return made_up_word(rng).lower()
@@ -407,6 +504,8 @@ def filler_turn(rng, split):
         sub = rng.random() < 0.5
         q = rng.choice((ARITH_SUB if sub else ARITH)[split]).format(a=a, b=b)
         return wrap(rng, q, split, 0.15, 0.1), f"The answer is {a - b if sub else a + b}.", "arithmetic"
+    if r < 0.4 and AUG["wide"] and rng.random() < AUG["wide"]:
+        return wrap(rng, wide_world(rng), split, 0.15, 0.1), UNKNOWN_REPLY, "unknown"
     if r < 0.4:
         q = rng.choice(WORLD[split])
         q = q.format(c=rng.choice(COUNTRIES[split]), t=rng.choice(THINGS) if "{t}" in q else "")
@@ -417,7 +516,7 @@ def filler_turn(rng, split):
         w = " ".join(echo_word(rng) for _ in range(rng.randint(2, 5)))
         return rng.choice(ECHO[split]).format(w=w), w, "echo"
     if r < 0.8:
-        return chatter(rng), "I see.", None
+        return wide_chatter(rng) if AUG["wide"] and rng.random() < AUG["wide"] else chatter(rng), "I see.", None
     q, a = rng.choice(SMALL_TALK)
     return q, a, None
 
@@ -603,6 +702,9 @@ def main():
     ap.add_argument("--augment", action="store_true", help="training: more frames and noise (augment())")
     ap.add_argument("--distractors", action="store_true",
                     help="with --augment: unknown words inserted into messages, frames with words after the value")
+    ap.add_argument("--wide", type=float, default=0.0,
+                    help="with --augment: draw from the WIDE_ pools too, and build this share of world questions "
+                         "and chatter from them (an experiment; the committed model is trained without it)")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -616,6 +718,12 @@ def main():
             for part, more in extra.items():
                 FACTS[kind][part]["train"].extend(more)
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
+        if args.wide:
+            for pool, more in ((TRAIN_NAMES, WIDE_NAMES), (TRAIN_CITIES, WIDE_CITIES), (TRAIN_PETS, WIDE_PETS),
+                               (TRAIN_ITEMS, WIDE_ITEMS), (COUNTRIES["train"], COUNTRIES_WIDE),
+                               (NP_LEADS["train"], WIDE_NP_LEADS), (WH_LEADS["train"], WIDE_WH_LEADS)):
+                pool.extend(more)
+            AUG["wide"] = args.wide
         if args.distractors:
             for kind, more in FACT_TRAILING.items():
                 FACTS[kind]["state"]["train"].extend(more)
