@@ -326,13 +326,12 @@ CHATTER_PLAIN = ["The weather is cold today.", "It is raining here.", "I had a l
                  "I am a bit tired.", "The coffee is good today.", "Work was busy.", "I watched a film yesterday."]
 
 
-
 # Wider pools of real values (--augment --wide; every word in a held-out pool is filtered
 # out), used where they are facts about the user AND where they are not (world questions,
 # third-person chatter answered "I see."), so that the frame, not the kind of value, marks a
 # fact to remember. Neither way has beaten the committed model yet: see tools/train/README.
 def _not_heldout(pool):
-    held = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PETS + HELDOUT_ITEMS}
+    held = HELDOUT_WORDS | {w.lower() for w in HELDOUT_ITEMS + COUNTRIES["heldout"]}
     return [w for w in pool if w.lower() not in held]
 
 
@@ -383,14 +382,14 @@ paint brushes rollers hoses rakes shovels seeds fertiliser flowerpots soil bulbs
 lilies candlesticks vases mirrors pillows blankets sheets curtains rugs mats baskets jars bottles lids
 kettles teapots mugs bowls saucers glasses knives whisks ladles sieves pans pots trays foil clingfilm
 batteries fuses torches lanterns matchsticks firewood charcoal"""))
-COUNTRIES_WIDE = [c for c in words("""Germany Italy Poland Greece Turkey Iran Iraq China Korea Thailand Laos
+COUNTRIES_WIDE = _not_heldout(words("""Germany Italy Poland Greece Turkey Iran Iraq China Korea Thailand Laos
 Cambodia Malaysia Indonesia Philippines Australia Mexico Cuba Colombia Ecuador Argentina Uruguay Paraguay
 Venezuela Nigeria Senegal Mali Morocco Algeria Tunisia Libya Sudan Ethiopia Somalia Uganda Tanzania Zambia
 Angola Namibia Botswana Zimbabwe Mozambique Madagascar Sweden Denmark Iceland Ireland Scotland Wales
 Portugal Belgium Netherlands Austria Switzerland Hungary Romania Bulgaria Serbia Croatia Slovenia Slovakia
 Czechia Ukraine Belarus Lithuania Latvia Estonia Georgia Armenia Azerbaijan Kazakhstan Uzbekistan Nepal
 Bhutan Bangladesh Pakistan Afghanistan Israel Jordan Lebanon Syria Yemen Oman Qatar Kuwait Singapore
-Myanmar Taiwan Fiji Samoa Jamaica Haiti Guatemala Honduras Nicaragua Panama""")]
+Myanmar Taiwan Fiji Samoa Jamaica Haiti Guatemala Honduras Nicaragua Panama"""))
 WIDE_WORLD = ["What is {p} famous for?", "How big is {p}?", "Who is the mayor of {p}?", "When was {p} founded?",
               "What is the weather like in {p}?", "How far is {p} from {q}?", "Is {p} a nice place to visit?",
               "What should I see in {p}?", "How many people live in {p}?", "What is the best food in {p}?",
