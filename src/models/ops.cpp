@@ -182,7 +182,8 @@ void rope_multi(float* x, int64_t n_tokens, int32_t n_heads, int32_t head_dim, c
 
 namespace {
 
-constexpr int kGroupQueries = 64;    // queries per attn_group call (AVX-512 attends up to 64 per pass over the keys in the online order, 32 in ggml's)
+constexpr int kGroupQueries = 512;   // queries per attn_group call (AVX-512's online kernel widens each K/V row once for all
+                                     // of them; the query-lane kernels take 64 or 32 per pass over the keys)
 constexpr int kGroupMinQueries = 5;  // below this many per kv head (decode), the per-query kernels
 // (attend_heads: the K/V of a slice read, and widened if quantized, once for the token's
 // heads; attn_bench at 16k, 2 threads, grouped vs per-query: a GQA group of 4, hd 256, 9.0

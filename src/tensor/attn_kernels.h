@@ -96,8 +96,11 @@ struct AttnGroup {
 // k_rows, v_rows: [n] pointers to rows of hd elements of kt / vt (f32, f16, q8_0 or q4_0),
 // null for positions not read; quantized rows count as their dequantized values), the
 // queries in the lanes of the vectors (16 with AVX-512, 8 with AVX2) so that every row is
-// loaded once for all of them. Each query gets exactly the bits of the per-query kernels
-// above, in the order attn_online(kt, vt) says. Needs attn_group_supported().
+// loaded once for all of them; on AVX-512 in the online order with hd a multiple of 16, the
+// keys in the lanes for the scores and the dims for the values (attn_kernels_avx512.cpp:
+// group_tiles_online), every row widened once for the whole group. Each query gets exactly
+// the bits of the per-query kernels above, in the order attn_online(kt, vt) says. Needs
+// attn_group_supported().
 bool attn_group_supported();
 void attn_group(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                 DType vt, int32_t hd, float scale);

@@ -231,6 +231,218 @@ int32_t accumulate16(const float* p, size_t p_stride, int nq, const KvRows& v, i
   return hd & ~15;
 }
 
+// ---- The online order (attn_kernels.h) with the KEYS in the lanes, for head dims that are
+// a multiple of 16: per block of 16 positions, the K rows are widened and transposed once
+// (kt: [hd][16] f32) and the V rows widened once (vb: [16][hd] f32) for all the queries of
+// the group; then, kTileQueries queries at a time, each query's 16 scores are one vector
+// (leaf c of the dot is a vertical fma chain over the transposed dims c, c + 16, ..., the
+// leaves summed in tree16's order), the block's max and its tree16 of e are horizontal over
+// that vector (lanes_sum16 below is tree16's order), and the values have the DIMS in the
+// lanes (an fma chain per dim over the block's keys in order). Every operation of a query is
+// the per-query kernels' one, so the bits are theirs. Against the query-lane kernel
+// (attn_group_impl.h), the rows are widened once for all the group's queries (ops.cpp hands
+// over up to 512), a block no query of a tile sees is skipped, and there are no per-dim lane
+// sums. attn_bench 27k keys, 165 tokens, 16/8 heads, hd 64, 2 threads: 175-185 -> 220-237
+// GFLOP/s (this machine's fma peak is ~458); hd 256 at 8k: 179-185 -> 268; GQA-8 decode at
+// 32k: 58-59 -> 92-96.
+
+constexpr int kTileQueries = 4;     // queries a tile shares each transposed K / widened V vector with
+constexpr int32_t kTileMaxDims = 256;
+
+// tree16 of the 16 lanes of x in attn_kernels.h's order: (i, i + 8), (i, i + 4), (i, i + 2), (0, 1).
+inline float lanes_sum16(__m512 x) {
+  const __m256 t = _mm256_add_ps(_mm512_castps512_ps256(x), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  const __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  const __m128 w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
+}
+
+// Leaf c + leaf c + 8 of the online dot for MQ queries: the chains over d = c, c + 16, ...
+// and d = c + 8, c + 24, ... of q[i][d] k_x[d] (kt: [hd][16] f32, key x in lane x).
+template <int MQ>
+[[gnu::always_inline]] inline void leaf_pair(const float* const* q, const float* kt, int32_t hd, int c, __m512* out) {
+  __m512 a[MQ], b[MQ];
+#pragma GCC unroll 4
+  for (int i = 0; i < MQ; ++i) a[i] = b[i] = _mm512_setzero_ps();
+  for (int32_t d = c; d < hd; d += 16) {
+    const __m512 ka = _mm512_load_ps(kt + size_t(d) * 16), kb = _mm512_load_ps(kt + size_t(d + 8) * 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < MQ; ++i) {
+      a[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), ka, a[i]);
+      b[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d + 8]), kb, b[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MQ; ++i) out[i] = _mm512_add_ps(a[i], b[i]);
+}
+
+// (pair c + pair c + 4) for MQ queries.
+template <int MQ>
+[[gnu::always_inline]] inline void leaf_quad(const float* const* q, const float* kt, int32_t hd, int c, __m512* out) {
+  __m512 a[MQ], b[MQ];
+  leaf_pair<MQ>(q, kt, hd, c, a);
+  leaf_pair<MQ>(q, kt, hd, c + 4, b);
+#pragma GCC unroll 4
+  for (int i = 0; i < MQ; ++i) out[i] = _mm512_add_ps(a[i], b[i]);
+}
+
+// The dots of MQ queries (q[i]: [hd] f32) with the block's 16 keys (kt: [hd][16] f32), in the
+// online order: s[i] lane x = tree16 over c of leaf c, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
+// over the pairs (c, c + 8).
+template <int MQ>
+[[gnu::always_inline]] inline void tile_dots(const float* const* q, const float* kt, int32_t hd, __m512* s) {
+  __m512 q0[MQ], q1[MQ], q2[MQ], q3[MQ];
+  leaf_quad<MQ>(q, kt, hd, 0, q0);
+  leaf_quad<MQ>(q, kt, hd, 2, q2);
+  leaf_quad<MQ>(q, kt, hd, 1, q1);
+  leaf_quad<MQ>(q, kt, hd, 3, q3);
+#pragma GCC unroll 4
+  for (int i = 0; i < MQ; ++i) s[i] = _mm512_add_ps(_mm512_add_ps(q0[i], q2[i]), _mm512_add_ps(q1[i], q3[i]));
+}
+
+// out[c][r] = in[r][c] for a 16 x 16 f32 block (in: rows r at in + r * stride; out: [16][16]).
+inline void transpose16(const float* in, size_t stride, float* out) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + size_t(i) * stride);
+  for (int i = 0; i < 16; i += 2) {  // interleave pairs of rows: t[i] = a0 b0 a1 b1 .., t[i + 1] = a2 b2 a3 b3 ..
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)  // 4 x 4 blocks within each 128-bit lane
+    for (int k = 0; k < 2; ++k) {
+      const __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
+      r[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  // r[4 g + j], 128-bit lane l: column 4 l + j of rows 4 g .. 4 g + 3. Gather the lanes.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 a01 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), a23 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+    const __m512 b01 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE), b23 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+    _mm512_storeu_ps(out + (0 + j) * 16, _mm512_shuffle_f32x4(a01, a23, 0x88));
+    _mm512_storeu_ps(out + (4 + j) * 16, _mm512_shuffle_f32x4(a01, a23, 0xDD));
+    _mm512_storeu_ps(out + (8 + j) * 16, _mm512_shuffle_f32x4(b01, b23, 0x88));
+    _mm512_storeu_ps(out + (12 + j) * 16, _mm512_shuffle_f32x4(b01, b23, 0xDD));
+  }
+}
+
+// The values of the block for MQ queries and the dims [d0, d0 + 16 DV): acc[i] (row i0 + i of
+// [nq][hd]) times alpha[i], then one fma chain per dim over the block's rows in order.
+template <int MQ, int DV>
+[[gnu::always_inline]] inline void tile_values(const float (*e)[16], const float* alpha, const float* const* vl,
+                                               int32_t d0, float* const* acc) {
+  __m512 a[MQ][DV];
+#pragma GCC unroll 4
+  for (int i = 0; i < MQ; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < DV; ++c) a[i][c] = _mm512_mul_ps(_mm512_loadu_ps(acc[i] + d0 + 16 * c), _mm512_set1_ps(alpha[i]));
+  for (int r = 0; r < 16; ++r) {
+    if (!vl[r]) continue;
+    __m512 v[DV];
+#pragma GCC unroll 4
+    for (int c = 0; c < DV; ++c) v[c] = _mm512_loadu_ps(vl[r] + d0 + 16 * c);
+#pragma GCC unroll 4
+    for (int i = 0; i < MQ; ++i) {
+      const __m512 p = _mm512_set1_ps(e[i][r]);
+#pragma GCC unroll 4
+      for (int c = 0; c < DV; ++c) a[i][c] = _mm512_fmadd_ps(p, v[c], a[i][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MQ; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < DV; ++c) _mm512_storeu_ps(acc[i] + d0 + 16 * c, a[i][c]);
+}
+
+// One block [j0, j0 + 16) for the MQ queries [i0, i0 + MQ) of g: scores, the softmax step
+// (m, l: [nq] running max and sum) and the values (acc: [nq][hd] f32 sums of e v). seen:
+// the block's keys that have rows; vl: [16] widened V rows (null: no row).
+template <int MQ>
+void tile_block(const AttnGroup& g, int i0, int32_t j0, const float* kt, const float* const* vl, __mmask16 seen,
+                int32_t hd, float scale, float* m, float* l, float* acc) {
+  // A block none of the tile's queries sees changes nothing (attn_kernels.h): skipped.
+  bool any = false;
+  for (int i = 0; i < MQ; ++i) any = any || (g.first[i0 + i] - g.p0 <= j0 + 15 && g.last[i0 + i] - g.p0 >= j0);
+  if (!any) return;
+  const float* q[MQ];
+  for (int i = 0; i < MQ; ++i) q[i] = g.q[i0 + i];
+  __m512 s[MQ];
+  tile_dots<MQ>(q, kt, hd, s);
+  const __m512i jv = _mm512_add_epi32(_mm512_set1_epi32(j0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  alignas(64) float e[MQ][16];
+  static_assert(MQ <= 16, "the factors of a tile's queries share one vector");
+  alignas(64) float dm[16] = {}, alpha[16];  // [MQ] m - m' of each query, then expf_ggml of it
+  __m512 x[MQ];
+  for (int i = 0; i < MQ; ++i) {
+    const int32_t lo = g.first[i0 + i] - g.p0, hi = g.last[i0 + i] - g.p0;
+    const __mmask16 vis = seen & _mm512_cmple_epi32_mask(_mm512_set1_epi32(lo), jv) & _mm512_cmple_epi32_mask(jv, _mm512_set1_epi32(hi));
+    x[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vis, _mm512_mul_ps(s[i], _mm512_set1_ps(scale)));
+    const float mx = std::max(std::max(m[i0 + i], -FLT_MAX), _mm512_reduce_max_ps(x[i]));
+    dm[i] = m[i0 + i] - mx;
+    m[i0 + i] = mx;
+  }
+  _mm512_store_ps(alpha, Avx512Lanes::exp(_mm512_load_ps(dm)));  // one exp for the MQ queries' factors
+  for (int i = 0; i < MQ; ++i) {
+    const __m512 ex = Avx512Lanes::exp(_mm512_sub_ps(x[i], _mm512_set1_ps(m[i0 + i])));
+    _mm512_store_ps(e[i], ex);
+    float la = l[i0 + i] * alpha[i];
+    asm("" : "+x"(la));  // not fused with the add (attn_group_impl.h: rounded)
+    l[i0 + i] = la + lanes_sum16(ex);
+  }
+  float* accs[MQ];
+  for (int i = 0; i < MQ; ++i) accs[i] = acc + size_t(i0 + i) * size_t(hd);
+  int32_t d0 = 0;
+  for (; d0 + 64 <= hd; d0 += 64) tile_values<MQ, 4>(e, alpha, vl, d0, accs);
+  switch ((hd - d0) / 16) {
+    case 3: tile_values<MQ, 3>(e, alpha, vl, d0, accs); break;
+    case 2: tile_values<MQ, 2>(e, alpha, vl, d0, accs); break;
+    case 1: tile_values<MQ, 1>(e, alpha, vl, d0, accs); break;
+    default: break;
+  }
+}
+
+// attn_group in the online order with the keys in the lanes (above); hd % 16 == 0, hd <= kTileMaxDims.
+void group_tiles_online(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
+                        DType vt, int32_t hd, float scale) {
+  const size_t nq = size_t(g.nq);
+  std::vector<float> m(nq), l(nq), acc(nq * size_t(hd), 0.f);  // [nq] max, [nq] sum, [nq][hd] f32 sums of e v
+  for (size_t i = 0; i < nq; ++i) {
+    m[i] = g.sinks ? g.sinks[i] : -INFINITY;
+    l[i] = m[i] == -INFINITY ? 0.f : 1.f;  // a sink starts the sum at exp(0)
+  }
+  alignas(64) float ktr[kTileMaxDims * 16];   // [hd][16] f32 the block's K, transposed
+  alignas(64) float vb[16 * kTileMaxDims];    // [16][hd] f32 the block's V rows
+  alignas(64) float kb[16 * kTileMaxDims];    // [16][hd] f32 the block's K rows (0 where none)
+  const int32_t kbytes = int32_t(row_bytes(kt, hd)), vbytes = int32_t(row_bytes(vt, hd));
+  constexpr int32_t kAhead = 32;  // keys
+  for (int32_t j0 = 0; j0 < n; j0 += 16) {
+    __mmask16 seen = 0;
+    const float* vl[16];
+    for (int r = 0; r < 16; ++r) {
+      const int32_t j = j0 + r;
+      if (j + kAhead < n) prefetch_row(k_rows[j + kAhead], kbytes), prefetch_row(v_rows[j + kAhead], vbytes);
+      vl[r] = v_rows[j] ? row_f32(v_rows[j], vt, 0, hd, vb + size_t(r) * size_t(hd)) : nullptr;
+      float* kr = kb + size_t(r) * size_t(hd);
+      if (!k_rows[j]) {
+        std::fill(kr, kr + hd, 0.f);
+        continue;
+      }
+      seen |= __mmask16(1u << r);
+      const float* w = row_f32(k_rows[j], kt, 0, hd, kr);
+      if (w != kr) std::copy(w, w + hd, kr);
+    }
+    if (!seen) continue;
+    for (int32_t d = 0; d < hd; d += 16) transpose16(kb + d, size_t(hd), ktr + size_t(d) * 16);
+    int i0 = 0;
+    for (; i0 + kTileQueries <= g.nq; i0 += kTileQueries)
+      tile_block<kTileQueries>(g, i0, j0, ktr, vl, seen, hd, scale, m.data(), l.data(), acc.data());
+    for (; i0 < g.nq; ++i0) tile_block<1>(g, i0, j0, ktr, vl, seen, hd, scale, m.data(), l.data(), acc.data());
+  }
+  for (size_t i = 0; i < nq; ++i) {
+    const float inv = 1.f / l[i];
+    for (int32_t d = 0; d < hd; ++d) g.out[i][d] = acc[i * size_t(hd) + size_t(d)] * inv;
+  }
+}
+
 }  // namespace
 
 int32_t attn_scores16_avx512(const float* q, int nq, const KvRows& k, int32_t hd, float scale, float* scores,
@@ -251,6 +463,7 @@ int32_t attn_accumulate16_avx512(const float* p, size_t p_stride, int nq, const 
 
 void attn_group_avx512(const AttnGroup& g, const void* const* k_rows, const void* const* v_rows, int32_t n, DType kt,
                         DType vt, int32_t hd, float scale) {
+  if (attn_online(kt, vt) && hd % 16 == 0 && hd <= kTileMaxDims) return group_tiles_online(g, k_rows, v_rows, n, kt, vt, hd, scale);
   attn_group_impl<Avx512Lanes>(g, k_rows, v_rows, n, kt, vt, hd, scale);
 }
 
