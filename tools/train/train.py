@@ -78,6 +78,9 @@ def main():
     ap.add_argument("--n-layer", type=int, default=6)
     ap.add_argument("--attn-layers", default="2,5")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bf16", action="store_true",
+                    help="the forward pass under torch.autocast(bf16): the matmuls in bf16 (oneDNN; ~4x faster "
+                         "than f32 on an AVX512_BF16 CPU), weights, optimizer and loss in f32")
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--init-from", default="", help="start from this checkpoint's weights (a new schedule)")
     ap.add_argument("--stop-after", type=int, default=0, help="stop after this many steps of the --steps schedule")
@@ -129,8 +132,9 @@ def main():
         ids, tgt = collate(data, queue.pop())
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        logits = model(ids)
-        loss = F.cross_entropy(logits.view(-1, cfg.n_vocab), tgt.view(-1), ignore_index=-100)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(ids)
+        loss = F.cross_entropy(logits.float().view(-1, cfg.n_vocab), tgt.view(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
