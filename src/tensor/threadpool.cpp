@@ -47,8 +47,13 @@ void ThreadPool::worker(int index) {
       cv_start_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       --sleepers_;
     }
-    if (stop_.load()) return;
+    // Generation first, then the stop flag: the destructor sets stop_ before it bumps the
+    // generation, so a worker that takes the destructor's generation as `seen` also sees
+    // stop_. The other order let a worker check stop_, lose the CPU, wake up to the
+    // destructor's generation as if it were a job, and sleep on it forever (seen once:
+    // `warmstart chat` hung at exit on a busy machine).
     seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
     // Enter unless the caller already closed this job (it finished without us).
     uint64_t cur = ticket_.load(std::memory_order_acquire);
     bool entered = false;
