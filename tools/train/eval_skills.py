@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--show", action="store_true")
     args = ap.parse_args()
     total, good = collections.Counter(), collections.Counter()  # keys: (skill, turns)
+    fact_total, fact_good = collections.Counter(), collections.Counter()  # recall checks, keys: fact
     differ = 0
     with open(args.data) as f:
         convs = [json.loads(line) for line in f if line.strip()]
@@ -50,6 +51,9 @@ def main():
             key = (c["kind"], conv["turns"])
             total[key] += 1
             good[key] += ok
+            if c["kind"] == "recall":
+                fact_total[c["fact"]] += 1
+                fact_good[c["fact"]] += ok
             if args.show and not ok:
                 print(f"MISS [{c['kind']}, {conv['turns']} turns] {msgs[c['turn']]['content']!r} -> {reply!r} "
                       f"(expected {c['expect']})")
@@ -62,6 +66,7 @@ def main():
             t, g = sum(total[k] for k in keys), sum(good[k] for k in keys)
             row += f"{f'{g}/{t} {100 * g / t:.1f}%' if t else '-':>16s}"
         print(row)
+    print("recall per fact: " + ", ".join(f"{k} {fact_good[k]}/{fact_total[k]}" for k in sorted(fact_total)))
     print(f"conversations whose replies differ with the cache on and off: {differ}/{len(convs)}")
     return 1 if differ else 0
 

@@ -30,6 +30,11 @@ Held-out files hold --per-length conversations of each length in HELDOUT_LENGTHS
 import argparse
 import json
 import random
+import sys
+
+import more_pools
+from more_pools import (ASK_GRAMMAR, LIST_TRAILERS, PLACE_SUFFIXES, STATE_NP, STATE_PATTERNS, STATE_VALUE_FIRST,
+                        STATE_VERBS, TRAILERS, WIDE_CHATTER, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD)
 
 HELDOUT_LENGTHS = (2, 8, 20)
 
@@ -100,8 +105,12 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 # distractors (--distractors): share of messages with unknown words inserted, so that the
 #   model keys on the words that name a fact and ignores words it never saw.
 # wide (--wide): share of world questions and chatter built from the WIDE_ pools below.
+# compound_items, made_up_places (--grammar): share of list items with a word in front, of
+#   world questions about a made-up place.
+# trailers (--positions): share of stated values followed by other words.
+# restate (--restate): 1 when the reply to a stated fact repeats it.
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
-       "wide": 0.0}
+       "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0}
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
 
@@ -141,6 +150,8 @@ def draw_list(rng, split):
     items = rng.sample(TRAIN_ITEMS if split == "train" else HELDOUT_ITEMS, rng.randint(2, 4))
     if AUG["made_up_items"]:
         items = [made_up_word(rng).lower() if rng.random() < AUG["made_up_items"] else w for w in items]
+    if AUG["compound_items"]:
+        items = [compound_item(rng) if rng.random() < AUG["compound_items"] else w for w in items]
     if rng.random() < 0.5:
         return ", ".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -335,78 +346,11 @@ def _not_heldout(pool):
     return [w for w in pool if w.lower() not in held]
 
 
-WIDE_NAMES = _not_heldout(words("""Aarav Abebe Adaeze Adriana Agnieszka Ahmed Aiko Akira Alejandro Aleksander
-Alessia Anders Andrzej Anika Antoine Arjun Astrid Atticus Ayesha Baptiste Beatriz Benedikt Birgit Bongani
-Bronwyn Caoimhe Carmen Catalina Cedric Chiara Chinonso Ciaran Cormac Dagny Dariusz Deepika Desmond Dorota
-Eamon Efua Eirik Eleni Emeka Enrique Eskil Fatima Federico Fernanda Folasade Francesca Freya Gaurav Gideon
-Giovanni Gunnar Gustavo Hakon Halima Haruto Heike Hemi Hilde Hoang Ibrahim Ilse Ingrid Isolde Itzel Jadwiga
-Jaroslav Javier Jovana Juhani Kalani Kaveh Kemal Kirsi Kofi Kristof Lakshmi Ludovic Luana Lucjan Mahmoud
-Malgorzata Mariana Matthias Mei Milos Mirela Moana Nadira Naveen Niamh Nikolai Nobuko Oluwaseun Osvaldo
-Padraig Paloma Pawel Petra Radek Rafaela Ragnhild Ramona Reinhard Rosalind Ruairi Rukmini Saoirse Seamus
-Sergei Shirin Sigrid Sinead Soren Stanislav Sunniva Tamar Tatiana Teodora Thiago Tiago Ulrich Valentina
-Vasilis Wanjiru Wiremu Xochitl Yaw Yusra Zainab Zdenek Zofia Zuzana Bartosz Cosmin Dragos Emilia Fionnuala
-Grzegorz Henrik Ioana Janusz Katarzyna Ladislav Mirko Nwachukwu Oddny Przemyslaw Radhika Szymon Tuomas"""))
-WIDE_CITIES = _not_heldout(words("""Seville Granada Malaga Porto Braga Coimbra Faro Nantes Lille Toulouse Rennes
-Grenoble Strasbourg Dijon Cologne Dresden Leipzig Bremen Hanover Nuremberg Stuttgart Freiburg Graz Linz
-Innsbruck Basel Lausanne Lucerne Bern Ghent Bruges Liege Rotterdam Groningen Eindhoven Maastricht Malmo
-Uppsala Gothenburg Odense Aalborg Stavanger Tromso Oulu Turku Espoo Tartu Kaunas Lodz Poznan Wroclaw Lublin
-Brno Ostrava Kosice Debrecen Szeged Cluj Timisoara Iasi Varna Plovdiv Sofia Skopje Tirana Podgorica Sarajevo
-Zagreb Split Belgrade Novi Chisinau Odesa Lviv Kharkiv Minsk Baku Almaty Tashkent Samarkand Bishkek Tehran
-Isfahan Shiraz Baghdad Basra Amman Beirut Damascus Jerusalem Haifa Riyadh Jeddah Doha Muscat Karachi Lahore
-Dhaka Chennai Kolkata Bangalore Hyderabad Pune Jaipur Colombo Yangon Vientiane Phnom Penh Saigon Shenzhen
-Chengdu Wuhan Xian Harbin Busan Incheon Sapporo Nagoya Fukuoka Kobe Taipei Kaohsiung Cebu Davao Surabaya
-Bandung Medan Kuching Penang Darwin Hobart Brisbane Cairns Christchurch Dunedin Suva Apia Honolulu Anchorage
-Calgary Edmonton Halifax Ottawa Quebec Regina Portland Tucson Memphis Nashville Atlanta Orlando Detroit
-Cleveland Pittsburgh Baltimore Richmond Omaha Tulsa Monterrey Tijuana Puebla Oaxaca Merida Managua Leon
-Panama Caracas Maracaibo Medellin Cali Guayaquil Cusco Arequipa Sucre Asuncion Rosario Cordoba Mendoza
-Salvador Recife Fortaleza Manaus Curitiba Dakar Bamako Accra Kumasi Abuja Kano Douala Kinshasa Luanda
-Lusaka Harare Maputo Durban Soweto Windhoek Gaborone Kampala Kigali Addis Khartoum Tunis Algiers Oran Rabat
-Fez Tangier Alexandria Luxor Aswan"""))
-WIDE_PETS = _not_heldout(words("""Pippin Archie Bailey Bella Bonnie Bruno Caramel Charlie Chester Cinnamon Clover
-Crumble Dexter Dino Domino Dottie Duke Ember Felix Fig Flash Frodo Gnocchi Goose Gus Hazel Honey Hunter Indie
-Jasper Jelly Kaiser Lady Latte Lulu Mango Maple Max Meatball Mocha Monty Moose Murphy Nacho Nemo Nibbles Ollie
-Paprika Pebbles Penny Pesto Pip Poppy Pudding Quincy Rascal Remy Ripley Rufus Sage Scout Sherlock Skittles
-Smudge Sushi Taco Tinkerbell Toffee Trixie Tux Waldo Wiggles Yoda Zeus Ziggystardust"""))
-WIDE_ITEMS = _not_heldout(words("""bananas cherries peaches plums apricots figs dates raisins walnuts almonds
-peanuts cashews lentils chickpeas noodles spaghetti cereal granola muffins bagels croissants tortillas
-crisps biscuits cookies chocolate sweets popcorn ketchup mustard mayonnaise pickles olives garlic ginger
-basil parsley mint pepper paprika nutmeg oregano broccoli cabbage lettuce spinach celery cucumbers courgettes
-pumpkins radishes beetroot leeks mushrooms peas corn sausages bacon ham chicken salmon tuna prawns mussels
-tofu cream custard icecream lemonade cola water wine beer cider sponges bleach detergent tissues napkins
-plasters bandages aspirin vitamins razors combs brushes toothbrushes deodorant lotion sunscreen lipstick
-mascara perfume shirts trousers jeans skirts dresses jackets coats scarves gloves mittens boots sandals
-slippers pyjamas belts ties socket plugs cables chargers headphones speakers pencils crayons markers erasers
-rulers scissors staples folders binders calculators stickers magazines newspapers postcards balloons
-ribbons wrapping twine string buckets mops brooms dustpans hammers screws bolts drills saws ladders
-paint brushes rollers hoses rakes shovels seeds fertiliser flowerpots soil bulbs tulips roses daisies
-lilies candlesticks vases mirrors pillows blankets sheets curtains rugs mats baskets jars bottles lids
-kettles teapots mugs bowls saucers glasses knives whisks ladles sieves pans pots trays foil clingfilm
-batteries fuses torches lanterns matchsticks firewood charcoal"""))
-COUNTRIES_WIDE = _not_heldout(words("""Germany Italy Poland Greece Turkey Iran Iraq China Korea Thailand Laos
-Cambodia Malaysia Indonesia Philippines Australia Mexico Cuba Colombia Ecuador Argentina Uruguay Paraguay
-Venezuela Nigeria Senegal Mali Morocco Algeria Tunisia Libya Sudan Ethiopia Somalia Uganda Tanzania Zambia
-Angola Namibia Botswana Zimbabwe Mozambique Madagascar Sweden Denmark Iceland Ireland Scotland Wales
-Portugal Belgium Netherlands Austria Switzerland Hungary Romania Bulgaria Serbia Croatia Slovenia Slovakia
-Czechia Ukraine Belarus Lithuania Latvia Estonia Georgia Armenia Azerbaijan Kazakhstan Uzbekistan Nepal
-Bhutan Bangladesh Pakistan Afghanistan Israel Jordan Lebanon Syria Yemen Oman Qatar Kuwait Singapore
-Myanmar Taiwan Fiji Samoa Jamaica Haiti Guatemala Honduras Nicaragua Panama"""))
-WIDE_WORLD = ["What is {p} famous for?", "How big is {p}?", "Who is the mayor of {p}?", "When was {p} founded?",
-              "What is the weather like in {p}?", "How far is {p} from {q}?", "Is {p} a nice place to visit?",
-              "What should I see in {p}?", "How many people live in {p}?", "What is the best food in {p}?",
-              "Which country is {p} in?", "What language do people speak in {p}?", "Who founded {p}?",
-              "What is the biggest lake in {c}?", "What do people eat in {c}?", "Who rules {c}?",
-              "What is the oldest city in {c}?", "What sport is popular in {c}?", "How big is {c}?"]
-# Third-person chatter with real values, answered "I see." (they are not facts about the user).
-WIDE_CHATTER = ["My friend {n} called me {w}.", "I met {n} {w}.", "{n} is my neighbour.", "My boss {n} was late {w}.",
-                "I visited {p} {w}.", "{p} is lovely in spring.", "My cousin lives in {p}.", "{n} moved to {p} {w}.",
-                "My sister has a dog called {a}.", "My friend's cat {a} is funny.", "The shop had no {i} {w}.",
-                "{n} likes the colour {k}.", "I saw a film set in {p}.", "My friend {n} bought {i} {w}."]
-# More ways to ask (--augment), none of the held-out ones.
-WIDE_NP_LEADS = ["Remind me: {o}?", "What about {o}?", "Any chance you remember {o}?", "Do you recall {o}?",
-                 "Tell me {o} once more.", "I wonder, what is {o}?", "So what is {o}?", "Now, {o}?",
-                 "What did I say {o} was?", "Can you give me {o}?"]
-WIDE_WH_LEADS = ["Do you recall {o}?", "Remind me again {o}.", "Can you say {o}?", "Tell me once more {o}.",
-                 "I forgot {o}. Do you know?", "Do you have any idea {o}?"]
+WIDE_NAMES = _not_heldout(more_pools.WIDE_NAMES)
+WIDE_CITIES = _not_heldout(more_pools.WIDE_CITIES)
+WIDE_PETS = _not_heldout(more_pools.WIDE_PETS)
+WIDE_ITEMS = _not_heldout(more_pools.WIDE_ITEMS)
+COUNTRIES_WIDE = _not_heldout(more_pools.COUNTRIES_WIDE)
 
 
 def wide_chatter(rng):
@@ -480,7 +424,12 @@ def insert_distractors(rng, text, avoid=None):
 
 
 def state_text(rng, kinds, values, split):
-    parts = [insert_distractors(rng, rng.choice(FACTS[k]["state"][split]), "{x}").format(x=values[k]) for k in kinds]
+    parts = []
+    for k in kinds:
+        frame = rng.choice(FACTS[k]["state"][split])
+        if AUG["trailers"] and rng.random() < AUG["trailers"]:
+            frame += rng.choice(LIST_TRAILERS if k == "list" else TRAILERS)
+        parts.append(insert_distractors(rng, frame, "{x}").format(x=values[k]))
     parts = [p[0].upper() + p[1:] for p in parts]
     if len(parts) == 1:
         return parts[0] + "."
@@ -490,6 +439,12 @@ def state_text(rng, kinds, values, split):
 
 
 def ack_text(kinds, values):
+    if AUG["restate"]:  # "Got it: your list is milk and eggs; you live in Lisbon."
+        said = "; ".join(lower_first(FACTS[k]["answer"].format(x=values[k]))[:-1] for k in kinds if k != "name")
+        if "name" in kinds:
+            return f"Nice to meet you, {values['name']}! " + (said[0].upper() + said[1:] + "." if said else
+                                                              "I will remember that.")
+        return f"Got it: {said}."
     if "name" in kinds:
         return f"Nice to meet you, {values['name']}! I will remember that."
     return "Got it, I will remember that."
@@ -507,7 +462,10 @@ def filler_turn(rng, split):
         return wrap(rng, wide_world(rng), split, 0.15, 0.1), UNKNOWN_REPLY, "unknown"
     if r < 0.4:
         q = rng.choice(WORLD[split])
-        q = q.format(c=rng.choice(COUNTRIES[split]), t=rng.choice(THINGS) if "{t}" in q else "")
+        c = rng.choice(COUNTRIES[split])
+        if AUG["made_up_places"] and rng.random() < AUG["made_up_places"]:
+            c = made_up_word(rng) + rng.choice(PLACE_SUFFIXES)
+        q = q.format(c=c, t=rng.choice(THINGS) if "{t}" in q else "")
         return wrap(rng, q, split, 0.15, 0.1), UNKNOWN_REPLY, "unknown"
     if r < 0.5:
         return rng.choice(THANKS[split]), THANKS_REPLY, "greeting"
@@ -692,6 +650,99 @@ def augment(rng, text, verbatim):
     return insert_distractors(rng, text)
 
 
+# ---------------------------------------------------------------- grammar (--grammar, --positions)
+# Stating and asking frames composed from parts (more_pools.py: a noun phrase naming the
+# fact, a pattern around it, verb frames of each fact), many more than the hand-written
+# lists, so that the model keys on what a sentence is about rather than on the sentences it
+# saw. A composed frame equal to a held-out one is dropped. Also: list items with a word in
+# front ("red apples", "sunlamps": a piece that is usually something else can start an item)
+# and world questions about made-up places (a name in a question is not a fact about the
+# user). --positions: frames with the value first, and words after a stated value.
+def grammar_frames(kind):
+    """Composed stating frames of a fact, lower-cased first letter (state_text capitalises)."""
+    singular, plural = STATE_NP[kind]
+    frames = [p.format(np=np, x="{x}", **{"is": "are" if np in plural else "is"})
+              for np in singular + plural for p in STATE_PATTERNS]
+    return frames + STATE_VERBS[kind]
+
+
+def value_first_frames(kind):
+    singular, plural = STATE_NP[kind]
+    return [p.format(np=np, x="{x}", **{"is": "are" if np in plural else "is"})
+            for np in singular + plural for p in STATE_VALUE_FIRST]
+
+
+def add_grammar_frames():
+    for kind, f in FACTS.items():
+        held = {h.lower() for h in f["state"]["heldout"]}
+        f["state"]["train"].extend(fr for fr in grammar_frames(kind) if fr.lower() not in held)
+        f["ask"]["train"].extend(q for q in ASK_GRAMMAR[kind] if q not in f["ask"]["heldout"])
+
+
+def compound_item(rng):
+    """A list item with a word in front: "red apples", "sunlamps"."""
+    head = rng.choice(COLOURS + ECHO_WORDS + [w.rstrip("s") for w in TRAIN_ITEMS])
+    return head + (" " if rng.random() < 0.5 else "") + rng.choice(TRAIN_ITEMS)
+
+
+def extend_training_pools(opts):
+    """The training pools --augment draws from, and what the options in `opts` (names of
+    gen_data.py's flags: wide, grammar, positions, wide_items, distractors) add to them."""
+    for pool, more in EXTRA:
+        pool.extend(more)
+    for kind, extra in FACT_EXTRA.items():
+        for part, more in extra.items():
+            FACTS[kind][part]["train"].extend(more)
+    if "wide_items" in opts and "wide" not in opts:  # singular forms of held-out items ("pepper") left out too
+        held = {w.rstrip("s") for w in HELDOUT_ITEMS}
+        TRAIN_ITEMS.extend(w for w in WIDE_ITEMS if w.rstrip("s") not in held)
+    if "wide" in opts:
+        for pool, more in ((TRAIN_NAMES, WIDE_NAMES), (TRAIN_CITIES, WIDE_CITIES), (TRAIN_PETS, WIDE_PETS),
+                           (TRAIN_ITEMS, WIDE_ITEMS), (COUNTRIES["train"], COUNTRIES_WIDE),
+                           (NP_LEADS["train"], WIDE_NP_LEADS), (WH_LEADS["train"], WIDE_WH_LEADS)):
+            pool.extend(more)
+    if "grammar" in opts:
+        add_grammar_frames()
+    if "positions" in opts:
+        for kind, f in FACTS.items():
+            held = {h.lower() for h in f["state"]["heldout"]}
+            f["state"]["train"].extend(fr for fr in value_first_frames(kind) if fr.lower() not in held)
+    if "distractors" in opts:
+        for kind, more in FACT_TRAILING.items():
+            FACTS[kind]["state"]["train"].extend(more)
+
+
+def load_heldout_pools(path):
+    """Replaces the held-out pools with a JSON file's, written apart from this script (a second
+    held-out set: how far the recipe was fitted to the first one). Layout:
+    {"facts": {kind: {"state"|"np"|"wh"|"ask": [...]}}, "np_leads", "wh_leads", "openers",
+    "closers", "names", "cities", "pets", "items", "greetings", "thanks", "arith_add",
+    "arith_sub", "countries", "world", "echo": [...]}. Entries a training pool holds
+    (case-insensitive) are dropped."""
+    with open(path) as f:
+        d = json.load(f)
+
+    def fresh(new, *train):
+        seen = {w.lower() for pool in train for w in pool}
+        return [w for w in new if w.lower() not in seen]
+
+    for kind, parts in d["facts"].items():
+        for part, new in parts.items():
+            FACTS[kind][part]["heldout"] = fresh(new, FACTS[kind][part]["train"])
+    for pools, key in ((NP_LEADS, "np_leads"), (WH_LEADS, "wh_leads"), (OPENERS, "openers"), (CLOSERS, "closers"),
+                       (GREETINGS, "greetings"), (THANKS, "thanks"), (ARITH, "arith_add"), (ARITH_SUB, "arith_sub"),
+                       (COUNTRIES, "countries"), (WORLD, "world"), (ECHO, "echo")):
+        pools["heldout"] = fresh(d[key], pools["train"])
+    for pool, train, key in ((HELDOUT_NAMES, TRAIN_NAMES, "names"), (HELDOUT_CITIES, TRAIN_CITIES, "cities"),
+                             (HELDOUT_PETS, TRAIN_PETS, "pets"), (HELDOUT_ITEMS, TRAIN_ITEMS, "items")):
+        pool[:] = fresh(d[key], train)
+    empty = [k for k, parts in FACTS.items() for part in ("state", "np", "wh", "ask") if not parts[part]["heldout"]]
+    empty += [k for k, pool in (("names", HELDOUT_NAMES), ("cities", HELDOUT_CITIES), ("pets", HELDOUT_PETS),
+                                ("items", HELDOUT_ITEMS), ("countries", COUNTRIES["heldout"])) if len(pool) < 5]
+    if empty:
+        sys.exit(f"{path}: too few entries left once those of the training pools are dropped: {empty}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", choices=["train", "heldout"], required=True)
@@ -704,6 +755,19 @@ def main():
     ap.add_argument("--wide", type=float, default=0.0,
                     help="with --augment: draw from the WIDE_ pools too, and build this share of world questions "
                          "and chatter from them (an experiment; the committed model is trained without it)")
+    ap.add_argument("--grammar", action="store_true",
+                    help="with --augment: composed stating/asking frames, items with a word in front, world "
+                         "questions about made-up places (an experiment; see tools/train/README)")
+    ap.add_argument("--positions", action="store_true",
+                    help="with --augment: stating frames with the value first, and words after the value")
+    ap.add_argument("--wide-items", action="store_true",
+                    help="with --augment: list items from WIDE_ITEMS too (real words the tokenizer splits)")
+    ap.add_argument("--restate", action="store_true",
+                    help="with --augment: the reply to a stated fact repeats it (\"Got it: you live in Lisbon.\"), "
+                         "so a later question finds it in a fixed form (an experiment)")
+    ap.add_argument("--heldout-pools", metavar="JSON",
+                    help="with --split heldout: phrasings and values from this file (layout: load_heldout_pools) "
+                         "instead of the built-in held-out pools, less anything a training pool holds")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -711,23 +775,24 @@ def main():
     aug = None
     if args.augment:
         assert args.split == "train", "the held-out set is never augmented"
-        for pool, more in EXTRA:
-            pool.extend(more)
-        for kind, extra in FACT_EXTRA.items():
-            for part, more in extra.items():
-                FACTS[kind][part]["train"].extend(more)
+        extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors")
+                               if getattr(args, k)})
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
-            for pool, more in ((TRAIN_NAMES, WIDE_NAMES), (TRAIN_CITIES, WIDE_CITIES), (TRAIN_PETS, WIDE_PETS),
-                               (TRAIN_ITEMS, WIDE_ITEMS), (COUNTRIES["train"], COUNTRIES_WIDE),
-                               (NP_LEADS["train"], WIDE_NP_LEADS), (WH_LEADS["train"], WIDE_WH_LEADS)):
-                pool.extend(more)
             AUG["wide"] = args.wide
+        if args.grammar:
+            AUG.update(compound_items=0.3, made_up_places=0.5)
         if args.distractors:
-            for kind, more in FACT_TRAILING.items():
-                FACTS[kind]["state"]["train"].extend(more)
             AUG["distractors"] = 0.35
+        if args.restate:
+            AUG["restate"] = 1.0
+        if args.positions:
+            AUG["trailers"] = 0.3
         aug = random.Random(args.seed + 1)
+    if args.heldout_pools:
+        assert args.split == "heldout", "--heldout-pools replaces the held-out pools"
+        extend_training_pools({"wide", "grammar", "positions", "distractors"})  # all training can draw from
+        load_heldout_pools(args.heldout_pools)
     if args.split == "train":
         lengths = [rng.choice([1, 2, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, args.max_turns]) for _ in range(args.count)]
     else:

@@ -1,0 +1,144 @@
+"""Pools for gen_data.py's experimental options (--wide, --grammar, --positions): more real
+values and composed frames. Raw lists; gen_data.py drops whatever a held-out pool holds."""
+
+
+def words(s):
+    return s.split()
+
+
+WIDE_NAMES = words("""Aarav Abebe Adaeze Adriana Agnieszka Ahmed Aiko Akira Alejandro Aleksander
+Alessia Anders Andrzej Anika Antoine Arjun Astrid Atticus Ayesha Baptiste Beatriz Benedikt Birgit Bongani
+Bronwyn Caoimhe Carmen Catalina Cedric Chiara Chinonso Ciaran Cormac Dagny Dariusz Deepika Desmond Dorota
+Eamon Efua Eirik Eleni Emeka Enrique Eskil Fatima Federico Fernanda Folasade Francesca Freya Gaurav Gideon
+Giovanni Gunnar Gustavo Hakon Halima Haruto Heike Hemi Hilde Hoang Ibrahim Ilse Ingrid Isolde Itzel Jadwiga
+Jaroslav Javier Jovana Juhani Kalani Kaveh Kemal Kirsi Kofi Kristof Lakshmi Ludovic Luana Lucjan Mahmoud
+Malgorzata Mariana Matthias Mei Milos Mirela Moana Nadira Naveen Niamh Nikolai Nobuko Oluwaseun Osvaldo
+Padraig Paloma Pawel Petra Radek Rafaela Ragnhild Ramona Reinhard Rosalind Ruairi Rukmini Saoirse Seamus
+Sergei Shirin Sigrid Sinead Soren Stanislav Sunniva Tamar Tatiana Teodora Thiago Tiago Ulrich Valentina
+Vasilis Wanjiru Wiremu Xochitl Yaw Yusra Zainab Zdenek Zofia Zuzana Bartosz Cosmin Dragos Emilia Fionnuala
+Grzegorz Henrik Ioana Janusz Katarzyna Ladislav Mirko Nwachukwu Oddny Przemyslaw Radhika Szymon Tuomas""")
+WIDE_CITIES = words("""Seville Granada Malaga Porto Braga Coimbra Faro Nantes Lille Toulouse Rennes
+Grenoble Strasbourg Dijon Cologne Dresden Leipzig Bremen Hanover Nuremberg Stuttgart Freiburg Graz Linz
+Innsbruck Basel Lausanne Lucerne Bern Ghent Bruges Liege Rotterdam Groningen Eindhoven Maastricht Malmo
+Uppsala Gothenburg Odense Aalborg Stavanger Tromso Oulu Turku Espoo Tartu Kaunas Lodz Poznan Wroclaw Lublin
+Brno Ostrava Kosice Debrecen Szeged Cluj Timisoara Iasi Varna Plovdiv Sofia Skopje Tirana Podgorica Sarajevo
+Zagreb Split Belgrade Novi Chisinau Odesa Lviv Kharkiv Minsk Baku Almaty Tashkent Samarkand Bishkek Tehran
+Isfahan Shiraz Baghdad Basra Amman Beirut Damascus Jerusalem Haifa Riyadh Jeddah Doha Muscat Karachi Lahore
+Dhaka Chennai Kolkata Bangalore Hyderabad Pune Jaipur Colombo Yangon Vientiane Phnom Penh Saigon Shenzhen
+Chengdu Wuhan Xian Harbin Busan Incheon Sapporo Nagoya Fukuoka Kobe Taipei Kaohsiung Cebu Davao Surabaya
+Bandung Medan Kuching Penang Darwin Hobart Brisbane Cairns Christchurch Dunedin Suva Apia Honolulu Anchorage
+Calgary Edmonton Halifax Ottawa Quebec Regina Portland Tucson Memphis Nashville Atlanta Orlando Detroit
+Cleveland Pittsburgh Baltimore Richmond Omaha Tulsa Monterrey Tijuana Puebla Oaxaca Merida Managua Leon
+Panama Caracas Maracaibo Medellin Cali Guayaquil Cusco Arequipa Sucre Asuncion Rosario Cordoba Mendoza
+Salvador Recife Fortaleza Manaus Curitiba Dakar Bamako Accra Kumasi Abuja Kano Douala Kinshasa Luanda
+Lusaka Harare Maputo Durban Soweto Windhoek Gaborone Kampala Kigali Addis Khartoum Tunis Algiers Oran Rabat
+Fez Tangier Alexandria Luxor Aswan""")
+WIDE_PETS = words("""Pippin Archie Bailey Bella Bonnie Bruno Caramel Charlie Chester Cinnamon Clover
+Crumble Dexter Dino Domino Dottie Duke Ember Felix Fig Flash Frodo Gnocchi Goose Gus Hazel Honey Hunter Indie
+Jasper Jelly Kaiser Lady Latte Lulu Mango Maple Max Meatball Mocha Monty Moose Murphy Nacho Nemo Nibbles Ollie
+Paprika Pebbles Penny Pesto Pip Poppy Pudding Quincy Rascal Remy Ripley Rufus Sage Scout Sherlock Skittles
+Smudge Sushi Taco Tinkerbell Toffee Trixie Tux Waldo Wiggles Yoda Zeus Ziggystardust""")
+WIDE_ITEMS = words("""bananas cherries peaches plums apricots figs dates raisins walnuts almonds
+peanuts cashews lentils chickpeas noodles spaghetti cereal granola muffins bagels croissants tortillas
+crisps biscuits cookies chocolate sweets popcorn ketchup mustard mayonnaise pickles olives garlic ginger
+basil parsley mint pepper paprika nutmeg oregano broccoli cabbage lettuce spinach celery cucumbers courgettes
+pumpkins radishes beetroot leeks mushrooms peas corn sausages bacon ham chicken salmon tuna prawns mussels
+tofu cream custard icecream lemonade cola water wine beer cider sponges bleach detergent tissues napkins
+plasters bandages aspirin vitamins razors combs brushes toothbrushes deodorant lotion sunscreen lipstick
+mascara perfume shirts trousers jeans skirts dresses jackets coats scarves gloves mittens boots sandals
+slippers pyjamas belts ties socket plugs cables chargers headphones speakers pencils crayons markers erasers
+rulers scissors staples folders binders calculators stickers magazines newspapers postcards balloons
+ribbons wrapping twine string buckets mops brooms dustpans hammers screws bolts drills saws ladders
+paint brushes rollers hoses rakes shovels seeds fertiliser flowerpots soil bulbs tulips roses daisies
+lilies candlesticks vases mirrors pillows blankets sheets curtains rugs mats baskets jars bottles lids
+kettles teapots mugs bowls saucers glasses knives whisks ladles sieves pans pots trays foil clingfilm
+batteries fuses torches lanterns matchsticks firewood charcoal""")
+COUNTRIES_WIDE = words("""Germany Italy Poland Greece Turkey Iran Iraq China Korea Thailand Laos
+Cambodia Malaysia Indonesia Philippines Australia Mexico Cuba Colombia Ecuador Argentina Uruguay Paraguay
+Venezuela Nigeria Senegal Mali Morocco Algeria Tunisia Libya Sudan Ethiopia Somalia Uganda Tanzania Zambia
+Angola Namibia Botswana Zimbabwe Mozambique Madagascar Sweden Denmark Iceland Ireland Scotland Wales
+Portugal Belgium Netherlands Austria Switzerland Hungary Romania Bulgaria Serbia Croatia Slovenia Slovakia
+Czechia Ukraine Belarus Lithuania Latvia Estonia Georgia Armenia Azerbaijan Kazakhstan Uzbekistan Nepal
+Bhutan Bangladesh Pakistan Afghanistan Israel Jordan Lebanon Syria Yemen Oman Qatar Kuwait Singapore
+Myanmar Taiwan Fiji Samoa Jamaica Haiti Guatemala Honduras Nicaragua Panama""")
+WIDE_WORLD = ["What is {p} famous for?", "How big is {p}?", "Who is the mayor of {p}?", "When was {p} founded?",
+              "What is the weather like in {p}?", "How far is {p} from {q}?", "Is {p} a nice place to visit?",
+              "What should I see in {p}?", "How many people live in {p}?", "What is the best food in {p}?",
+              "Which country is {p} in?", "What language do people speak in {p}?", "Who founded {p}?",
+              "What is the biggest lake in {c}?", "What do people eat in {c}?", "Who rules {c}?",
+              "What is the oldest city in {c}?", "What sport is popular in {c}?", "How big is {c}?"]
+# Third-person chatter with real values, answered "I see." (they are not facts about the user).
+WIDE_CHATTER = ["My friend {n} called me {w}.", "I met {n} {w}.", "{n} is my neighbour.", "My boss {n} was late {w}.",
+                "I visited {p} {w}.", "{p} is lovely in spring.", "My cousin lives in {p}.", "{n} moved to {p} {w}.",
+                "My sister has a dog called {a}.", "My friend's cat {a} is funny.", "The shop had no {i} {w}.",
+                "{n} likes the colour {k}.", "I saw a film set in {p}.", "My friend {n} bought {i} {w}."]
+# More ways to ask (--augment), none of the held-out ones.
+WIDE_NP_LEADS = ["Remind me: {o}?", "What about {o}?", "Any chance you remember {o}?", "Do you recall {o}?",
+                 "Tell me {o} once more.", "I wonder, what is {o}?", "So what is {o}?", "Now, {o}?",
+                 "What did I say {o} was?", "Can you give me {o}?"]
+WIDE_WH_LEADS = ["Do you recall {o}?", "Remind me again {o}.", "Can you say {o}?", "Tell me once more {o}.",
+                 "I forgot {o}. Do you know?", "Do you have any idea {o}?"]
+
+
+# --grammar
+STATE_NP = {
+    "name": (["my name", "my first name", "my own name", "the name I use", "my nickname", "the name I go by"], []),
+    "number": (["my favourite number", "my lucky number", "my number", "the number I like", "my special number",
+                "my number for today"], []),
+    "city": (["my city", "my home city", "my town", "the city I live in", "my place of living", "my current city"],
+             []),
+    "colour": (["my favourite colour", "my favorite color", "the colour I like best", "my colour",
+                "the colour I love", "my top colour"], []),
+    "pet": (["my pet's name", "my dog's name", "my cat's name", "the name of my pet", "our dog's name",
+             "my rabbit's name"], []),
+    "list": (["my shopping list", "my list", "my list for the shop", "my grocery list"],
+             ["the things I need", "my groceries", "the items I want", "the things to buy"]),
+}
+STATE_PATTERNS = ["{np} {is} {x}", "{np} {is} {x}, by the way", "{np}: {x}", "for the record, {np} {is} {x}",
+                  "you should know that {np} {is} {x}", "just so you know, {np} {is} {x}", "{np} happens to be {x}",
+                  "{np} {is} actually {x}", "note that {np} {is} {x}", "remember that {np} {is} {x}",
+                  "let me tell you {np}: {x}", "here is {np}: {x}", "so {np} {is} {x}", "{np} = {x}",
+                  "fyi {np} {is} {x}", "I'll tell you {np}, it is {x}", "{np}? It is {x}"]
+STATE_VERBS = {
+    "name": ["I am called {x}", "I go by {x}", "I answer to {x}", "I was named {x} at birth", "most people know me as {x}",
+             "my friends know me as {x}", "my family calls me {x}", "everybody knows me as {x}",
+             "I was given the name {x}", "hello, {x} speaking", "{x} is what people call me", "the name I use is {x}",
+             "it is me, {x}", "{x} is my name", "I'm {x} by the way", "you are talking to {x}"],
+    "number": ["the number {x} is special to me", "I always go for {x}", "I like {x} best of all numbers",
+               "keep {x} for me", "think of the number {x}", "my code word is the number {x}", "hold {x} for me",
+               "{x} is a number I like", "the number for me is {x}", "don't forget the number {x}"],
+    "city": ["I stay in {x}", "my address is in {x}", "I've been living in {x}", "home is {x}",
+             "I was born in {x} and live there", "my place is in {x}", "I rent a room in {x}",
+             "my family and I live in {x}", "we are in {x}", "I now call {x} home", "I live over in {x}",
+             "I live right in {x}", "{x} is my home"],
+    "colour": ["I like {x} best", "{x} is the best colour", "my colour of choice is {x}", "I always wear {x}",
+               "I love anything {x}", "the colour {x} makes me happy", "give me {x} any day", "{x}, that is my colour",
+               "nothing beats {x}", "my clothes are all {x}", "I paint everything {x}"],
+    "pet": ["I've got a dog called {x}", "our kitten is {x}", "my goldfish is named {x}", "my tortoise is called {x}",
+            "we got a puppy and called it {x}", "my little dog is {x}", "we have a pet, {x}", "my pet answers to {x}",
+            "the dog's name is {x}", "at home we have a cat, {x}", "my pony is called {x}", "{x} is my dog"],
+    "list": ["I must get {x}", "I still need {x}", "we are out of {x}", "I've run out of {x}", "don't let me forget {x}",
+             "grab {x} for me", "at the shop I need {x}", "we need to get {x}", "get me {x}", "to buy: {x}",
+             "buy {x} today", "I'm going shopping for {x}", "I need {x} from the store", "we should buy {x}",
+             "the list says {x}", "need: {x}"],
+}
+ASK_GRAMMAR = {
+    "name": ["Who am I again?", "Who is this?", "Do you know my name?", "Who are you chatting with?",
+             "What do you call me?", "What is the name I use?", "Who said hello to you?"],
+    "number": ["What is my number again?", "Which number was it?", "What number did I give?"],
+    "city": ["Where did I say I live?", "Which city is my home?", "Where is home for me?"],
+    "colour": ["What colour did I tell you?", "Which colour is mine?", "What's my colour?"],
+    "pet": ["What did I call my pet?", "What is the pet called?", "Who is my pet?"],
+    "list": ["What did I need to buy?", "What was on the list?", "What should I get at the shop?"],
+}
+PLACE_SUFFIXES = ["ia", "land", "stan", "ria", "ova", ""]
+# --positions: the value first in the sentence, and words after it (a stated value ends where
+# the value ends, not where the sentence does).
+STATE_VALUE_FIRST = ["{x} {is} {np}", "{x}, that {is} {np}", "{x} - that's {np}", "{x} {is} {np}, by the way",
+                     "{x}! That {is} {np}", "{x} would be {np}"]
+TRAILERS = [" now", " these days", " at the moment", " for now", " as you know", " since last year", " by the way",
+            " of course", " I think", " if you must know", " as well", " for a while now", " right now", " lately",
+            " this year", " for years", " to be honest", " if that helps", " most of the time", " still",
+            ", which is nice", ", you see", " and that is that", ", remember"]
+LIST_TRAILERS = [" for the weekend", " for dinner", " from the shop", " for tomorrow", ", please", " before Friday",
+                 " for the party", " from the market", " today", " this week"]
