@@ -229,6 +229,56 @@ int run_serve(ServeOptions o) {
   return 0;
 }
 
+// The prefix cache's budget, checkpoints and tiers (RAM, --cache-dir, Redis).
+void add_cache_options(CLI::App* app, ServeOptions& o) {
+  app->add_option("--cache-budget-mb,--cache-ram", o.budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
+      ->check(CLI::NonNegativeNumber);
+  add_checkpoint_options(app, o.checkpoints);
+  app->add_option("--cache-dir", o.cache_dir,
+                  "directory where checkpoints are kept across restarts (written through as they are taken, found "
+                  "when RAM has nothing as deep; docs/cache-tiers.md)");
+  app->add_option("--cache-disk-mb", o.cache_disk_mb, "size of --cache-dir in MiB; least recently used go first "
+                  "(default 4096)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--cache-redis", o.cache_redis,
+                  "HOST:PORT of a Redis server sharing checkpoints between replicas (after RAM and --cache-dir)");
+  app->add_option("--cache-redis-password", o.redis.password,
+                  "Redis AUTH password (or set WARMSTART_REDIS_PASSWORD, which stays out of the process list)");
+  app->add_option("--cache-redis-user", o.redis.user, "Redis ACL user for AUTH (default: the default user)");
+  app->add_option("--cache-redis-prefix", o.redis.key_prefix, "prefix of every Redis key (default warmstart:)");
+  app->add_option("--cache-redis-timeout-ms", o.redis.timeout_ms,
+                  "Redis connect and command timeout; past it the turn goes on without Redis (default 500)")
+      ->check(CLI::Range(1, 600000));
+  app->add_option("--cache-redis-ttl", o.redis.ttl_s,
+                  "seconds a record lives in Redis (0: until Redis's maxmemory-policy evicts it; default 0)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// What one client, one request and the whole server may take (connections, bodies, images).
+void add_limit_options(CLI::App* app, ServeOptions& o) {
+  server::ConnectionLimits& lim = o.limits;
+  app->add_option("--read-timeout", lim.read_timeout_s,
+                  "seconds a client may take to send a request's head, to resume a stalled body or to start its "
+                  "next request; then it gets 408 and is disconnected (default 5)")
+      ->check(CLI::Range(1, 3600));
+  app->add_option("--max-connections", lim.max_connections,
+                  "open connections in all; more are refused with 503 (default 256)")
+      ->check(CLI::Range(1, 65536));
+  app->add_option("--max-connections-per-client", lim.max_connections_per_client,
+                  "open connections per client address; more are refused with 429 (0: no cap; default 64)")
+      ->check(CLI::Range(0, 65536));
+  app->add_option("--max-body-mb", o.max_body_mb,
+                  "largest request body in MiB, chunked or not; larger is 413 (default 64)")
+      ->check(CLI::Range(0.001, 4096.0));
+  app->add_option("--max-image-pixels", o.max_image_pixels,
+                  "decoded pixels (width x height) one request's images may have in all; more is 413 "
+                  "(default 16777216 = 4096 x 4096)")
+      ->check(CLI::Range(int64_t(1), int64_t(8192) * 8192));
+  app->add_option("--max-image-decodes", o.max_image_decodes,
+                  "images decoded at once in the whole server (each holds width x height x 3 bytes; default 2)")
+      ->check(CLI::Range(1, 256));
+}
+
 }  // namespace
 
 Command add_serve(CLI::App& root) {
@@ -243,27 +293,7 @@ Command add_serve(CLI::App& root) {
   add_context_options(app, o->context, "context size per slot", "-c,--ctx,--ctx-size");
   add_kv_type_option(app, o->kv);
   app->add_option("-t,--threads", o->threads, "threads in all (split between the slots)")->check(CLI::PositiveNumber);
-  app->add_option("--cache-budget-mb,--cache-ram", o->budget_mb, "prefix-cache budget in MiB (0 disables the cache)")
-      ->check(CLI::NonNegativeNumber);
-  add_checkpoint_options(app, o->checkpoints);
-  app->add_option("--cache-dir", o->cache_dir,
-                  "directory where checkpoints are kept across restarts (written through as they are taken, found "
-                  "when RAM has nothing as deep; docs/cache-tiers.md)");
-  app->add_option("--cache-disk-mb", o->cache_disk_mb, "size of --cache-dir in MiB; least recently used go first "
-                  "(default 4096)")
-      ->check(CLI::PositiveNumber);
-  app->add_option("--cache-redis", o->cache_redis,
-                  "HOST:PORT of a Redis server sharing checkpoints between replicas (after RAM and --cache-dir)");
-  app->add_option("--cache-redis-password", o->redis.password,
-                  "Redis AUTH password (or set WARMSTART_REDIS_PASSWORD, which stays out of the process list)");
-  app->add_option("--cache-redis-user", o->redis.user, "Redis ACL user for AUTH (default: the default user)");
-  app->add_option("--cache-redis-prefix", o->redis.key_prefix, "prefix of every Redis key (default warmstart:)");
-  app->add_option("--cache-redis-timeout-ms", o->redis.timeout_ms,
-                  "Redis connect and command timeout; past it the turn goes on without Redis (default 500)")
-      ->check(CLI::Range(1, 600000));
-  app->add_option("--cache-redis-ttl", o->redis.ttl_s,
-                  "seconds a record lives in Redis (0: until Redis's maxmemory-policy evicts it; default 0)")
-      ->check(CLI::NonNegativeNumber);
+  add_cache_options(app, *o);
   app->add_option("--queue", o->queue, "requests that may wait for a slot; more get 503")->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", o->chat_template,
                   "chat template: a built-in's name (chatml, llama3, ...), a file, or the Jinja text itself "
@@ -301,27 +331,7 @@ Command add_serve(CLI::App& root) {
   app->add_option("--image-cache-mb", o->image_cache_mb, "encoded-image cache in MiB (with --mmproj)")
       ->check(CLI::NonNegativeNumber);
   app->add_flag("--allow-local-files", o->allow_local_files, "read file:// image URLs (off: data: URLs only)");
-  server::ConnectionLimits& lim = o->limits;
-  app->add_option("--read-timeout", lim.read_timeout_s,
-                  "seconds a client may take to send a request's head, to resume a stalled body or to start its "
-                  "next request; then it gets 408 and is disconnected (default 5)")
-      ->check(CLI::Range(1, 3600));
-  app->add_option("--max-connections", lim.max_connections,
-                  "open connections in all; more are refused with 503 (default 256)")
-      ->check(CLI::Range(1, 65536));
-  app->add_option("--max-connections-per-client", lim.max_connections_per_client,
-                  "open connections per client address; more are refused with 429 (0: no cap; default 64)")
-      ->check(CLI::Range(0, 65536));
-  app->add_option("--max-body-mb", o->max_body_mb,
-                  "largest request body in MiB, chunked or not; larger is 413 (default 64)")
-      ->check(CLI::Range(0.001, 4096.0));
-  app->add_option("--max-image-pixels", o->max_image_pixels,
-                  "decoded pixels (width x height) one request's images may have in all; more is 413 "
-                  "(default 16777216 = 4096 x 4096)")
-      ->check(CLI::Range(int64_t(1), int64_t(8192) * 8192));
-  app->add_option("--max-image-decodes", o->max_image_decodes,
-                  "images decoded at once in the whole server (each holds width x height x 3 bytes; default 2)")
-      ->check(CLI::Range(1, 256));
+  add_limit_options(app, *o);
   // Whatever CLI11 did not take must be one of llama-server's flags (llama_server_flags.h).
   app->allow_extras();
   return {app, [o, app] {

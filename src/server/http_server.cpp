@@ -75,20 +75,15 @@ std::string Server::allowed_origin(const httplib::Request& req) const {
 }
 
 void Server::install_routes() {
+  install_request_gate();
+  install_endpoints();
+  install_error_handlers();
+}
+
+// Before any route: CORS headers, the connection guard's refusals, preflights, the API key.
+void Server::install_request_gate() {
   using httplib::Request;
   using httplib::Response;
-  // Every handler's errors become OpenAI error objects; nothing escapes to httplib.
-  auto guard = [this](void (Server::*fn)(const Request&, Response&)) {
-    return [this, fn](const Request& req, Response& res) {
-      try {
-        (this->*fn)(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      } catch (const std::exception& e) {
-        send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
-      }
-    };
-  };
   http_->set_pre_routing_handler([this](const Request& req, Response& res) {
     // The connection guard's verdict on the request's framing comes first (its body is
     // unread; the guard closes the connection after the answer).
@@ -115,6 +110,23 @@ void Server::install_routes() {
                              "authentication_error", "", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
+}
+
+void Server::install_endpoints() {
+  using httplib::Request;
+  using httplib::Response;
+  // Every handler's errors become OpenAI error objects; nothing escapes to httplib.
+  auto guard = [this](void (Server::*fn)(const Request&, Response&)) {
+    return [this, fn](const Request& req, Response& res) {
+      try {
+        (this->*fn)(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const std::exception& e) {
+        send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+      }
+    };
+  };
   http_->Get("/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
   // llama-server's paths: each OpenAI route also without its /v1 prefix.
   for (const std::string prefix : {"", "/v1"}) {
@@ -149,6 +161,13 @@ void Server::install_routes() {
   http_->Post("/lora-adapters", unsupported("LoRA adapters are not supported"));
   http_->Get("/slots", guard(&Server::handle_slots));
   http_->Post(R"(/slots/(\d+))", guard(&Server::handle_slot_action));
+}
+
+// What httplib answers by itself (no route, unreadable body, an escaped exception) becomes an
+// OpenAI error object too; every answer is counted.
+void Server::install_error_handlers() {
+  using httplib::Request;
+  using httplib::Response;
   http_->set_error_handler([this](const Request& req, Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
     // Reading the body failed because the guard stopped it (too large, stalled): httplib

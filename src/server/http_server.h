@@ -85,6 +85,9 @@ class Server {
 
  private:
   void install_routes();
+  void install_request_gate();
+  void install_endpoints();
+  void install_error_handlers();
   bool authorized(const httplib::Request& req) const;
   std::string allowed_origin(const httplib::Request& req) const;  // empty: no CORS headers
   void handle_models(const httplib::Request& req, httplib::Response& res);

@@ -212,8 +212,14 @@ void Tokenizer::read_special_ids(const gguf::File& f) {
   find_keeping_type(k_fim_pre_texts, fim_.pre);
   find_keeping_type(k_fim_suf_texts, fim_.suf);
   find_keeping_type(k_fim_mid_texts, fim_.mid);
+  collect_end_of_generation(eom);
+}
 
+// The tokens that end generation: the ids read above and every end-of-turn text the
+// vocabulary has (forced to CONTROL, as llama.cpp does).
+void Tokenizer::collect_end_of_generation(Token eom) {
   eog_.clear();
+  auto force_control = [&](Token id) { token_types_[size_t(id)] = int32_t(TokenType::control); };
   auto add_eog = [&](Token id) {
     if (id >= 0 && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
   };

@@ -67,6 +67,7 @@ class Tokenizer {
   // here. The default ids are llama.cpp's per tokenizer model (-1: none).
   void load_common(const gguf::File& f, Token default_bos, Token default_eos);
   void read_special_ids(const gguf::File& f);     // bos/eos/eot/FIM ids, add_* flags, the EOG set
+  void collect_end_of_generation(Token eom);      // eog_ (and token types) from the ids read
   void build_special_cache(const gguf::File& f);  // special_cache_ and the phi-3 rstrip flags
   // Splits `text` at special-token texts, longest first, as llama.cpp does: control and
   // unknown tokens only when parse_special, user-defined tokens always.

@@ -19,9 +19,10 @@ many pieces), cities, pet names, list items, numbers, greetings and world questi
 Training names, cities and pets are also made up from syllables, so that the model
 learns to copy what it was told rather than to memorise a list.
 
-Usage:
-  gen_data.py --split train --augment [--distractors] --count 70000 --seed 1 --out train.jsonl
-  gen_data.py --split heldout --per-length 60 --seed 7 --out heldout.jsonl
+Usage (build_model.sh runs these):
+  gen_data.py --split train --augment --grammar --positions --restate --wide-items [--distractors]
+              --count 70000 --seed 1 --out train.jsonl
+  gen_data.py --split heldout [--heldout-pools POOLS.json] --per-length 60 --seed 7 --out heldout.jsonl
 Each line: {"messages": [...], "turns": L, "checks": [{"turn": i, "kind": k, "expect": [s, ...]}]}
 where `turn` indexes the user message whose reply must contain every string of `expect`,
 and `kind` is the skill (recall, arithmetic, greeting, unknown).
@@ -658,25 +659,19 @@ def augment(rng, text, verbatim):
 # front ("red apples", "sunlamps": a piece that is usually something else can start an item)
 # and world questions about made-up places (a name in a question is not a fact about the
 # user). --positions: frames with the value first, and words after a stated value.
-def grammar_frames(kind):
-    """Composed stating frames of a fact, lower-cased first letter (state_text capitalises)."""
-    singular, plural = STATE_NP[kind]
-    frames = [p.format(np=np, x="{x}", **{"is": "are" if np in plural else "is"})
-              for np in singular + plural for p in STATE_PATTERNS]
-    return frames + STATE_VERBS[kind]
-
-
-def value_first_frames(kind):
+def composed_frames(kind, patterns):
+    """Stating frames of a fact from patterns around its noun phrases, lower-cased first letter
+    (state_text capitalises)."""
     singular, plural = STATE_NP[kind]
     return [p.format(np=np, x="{x}", **{"is": "are" if np in plural else "is"})
-            for np in singular + plural for p in STATE_VALUE_FIRST]
+            for np in singular + plural for p in patterns]
 
 
-def add_grammar_frames():
+def add_training_frames(part, frames_of):
+    """frames_of(kind) added to the training frames of each fact, less any held-out frame."""
     for kind, f in FACTS.items():
-        held = {h.lower() for h in f["state"]["heldout"]}
-        f["state"]["train"].extend(fr for fr in grammar_frames(kind) if fr.lower() not in held)
-        f["ask"]["train"].extend(q for q in ASK_GRAMMAR[kind] if q not in f["ask"]["heldout"])
+        held = {h.lower() for h in f[part]["heldout"]}
+        f[part]["train"].extend(fr for fr in frames_of(kind) if fr.lower() not in held)
 
 
 def compound_item(rng):
@@ -702,11 +697,10 @@ def extend_training_pools(opts):
                            (NP_LEADS["train"], WIDE_NP_LEADS), (WH_LEADS["train"], WIDE_WH_LEADS)):
             pool.extend(more)
     if "grammar" in opts:
-        add_grammar_frames()
+        add_training_frames("state", lambda kind: composed_frames(kind, STATE_PATTERNS) + STATE_VERBS[kind])
+        add_training_frames("ask", lambda kind: ASK_GRAMMAR[kind])
     if "positions" in opts:
-        for kind, f in FACTS.items():
-            held = {h.lower() for h in f["state"]["heldout"]}
-            f["state"]["train"].extend(fr for fr in value_first_frames(kind) if fr.lower() not in held)
+        add_training_frames("state", lambda kind: composed_frames(kind, STATE_VALUE_FIRST))
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
@@ -757,14 +751,14 @@ def main():
                          "and chatter from them (an experiment; the committed model is trained without it)")
     ap.add_argument("--grammar", action="store_true",
                     help="with --augment: composed stating/asking frames, items with a word in front, world "
-                         "questions about made-up places (an experiment; see tools/train/README)")
+                         "questions about made-up places")
     ap.add_argument("--positions", action="store_true",
                     help="with --augment: stating frames with the value first, and words after the value")
     ap.add_argument("--wide-items", action="store_true",
                     help="with --augment: list items from WIDE_ITEMS too (real words the tokenizer splits)")
     ap.add_argument("--restate", action="store_true",
                     help="with --augment: the reply to a stated fact repeats it (\"Got it: you live in Lisbon.\"), "
-                         "so a later question finds it in a fixed form (an experiment)")
+                         "so a later question finds it in a fixed form")
     ap.add_argument("--heldout-pools", metavar="JSON",
                     help="with --split heldout: phrasings and values from this file (layout: load_heldout_pools) "
                          "instead of the built-in held-out pools, less anything a training pool holds")
