@@ -152,6 +152,11 @@ void Tokenizer::load_common(const gguf::File& f, Token default_bos, Token defaul
   build_special_cache(f);
 }
 
+namespace {
+// types: [n_vocab] i32 TokenType per token; id in range.
+void set_type(std::vector<int32_t>& types, Token id, TokenType t) { types[size_t(id)] = int32_t(t); }
+}  // namespace
+
 void Tokenizer::read_special_ids(const gguf::File& f) {
   const size_t n = pieces_.size();
   Token eom = -1;
@@ -188,13 +193,12 @@ void Tokenizer::read_special_ids(const gguf::File& f) {
 
   // llama.cpp finds end-of-turn style tokens by their text and forces them to CONTROL,
   // which also changes how they tokenize (not matched unless parse_special) and print.
-  auto force_control = [&](Token id) { token_types_[size_t(id)] = int32_t(TokenType::control); };
   auto find_first = [&](const auto& texts, Token& id) {
     if (id >= 0) return;
     for (std::string_view t : texts)
       if (Token found = text_to_token(t); found >= 0) {
         id = found;
-        force_control(found);
+        set_type(token_types_, found, TokenType::control);
         return;
       }
   };
@@ -219,7 +223,6 @@ void Tokenizer::read_special_ids(const gguf::File& f) {
 // vocabulary has (forced to CONTROL, as llama.cpp does).
 void Tokenizer::collect_end_of_generation(Token eom) {
   eog_.clear();
-  auto force_control = [&](Token id) { token_types_[size_t(id)] = int32_t(TokenType::control); };
   auto add_eog = [&](Token id) {
     if (id >= 0 && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
   };
@@ -229,11 +232,11 @@ void Tokenizer::collect_end_of_generation(Token eom) {
   for (std::string_view t : k_eog_texts)
     if (Token id = text_to_token(t); id >= 0) {
       add_eog(id);
-      force_control(id);
+      set_type(token_types_, id, TokenType::control);
     }
   // gpt-oss (harmony) markers are always printed, like user-defined tokens.
   for (std::string_view t : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
-    if (Token id = text_to_token(t); id >= 0) token_types_[size_t(id)] = int32_t(TokenType::user_defined);
+    if (Token id = text_to_token(t); id >= 0) set_type(token_types_, id, TokenType::user_defined);
   add_eog(eos_);
   add_eog(eot_);
   add_eog(eom);
@@ -241,7 +244,7 @@ void Tokenizer::collect_end_of_generation(Token eom) {
   const Token ret = text_to_token("<|return|>"), call = text_to_token("<|call|>"), end = text_to_token("<|end|>");
   if (ret >= 0 && call >= 0 && end >= 0 && is_eog(ret) && is_eog(call) && is_eog(end)) {
     eog_.erase(std::find(eog_.begin(), eog_.end(), end));
-    token_types_[size_t(end)] = int32_t(TokenType::user_defined);
+    set_type(token_types_, end, TokenType::user_defined);
   }
 }
 
