@@ -7,7 +7,7 @@
 # Dependencies (Debian 12): apt-get install python3-torch python3-regex python3-numpy
 # Optional, much faster (Debian's torch otherwise uses the reference BLAS):
 #   apt-get install libopenblas0-pthread  (used for this script only, via LD_LIBRARY_PATH)
-# Training takes about 36 minutes on two cores (this Zen 5 VM, bf16 matmuls); intermediate
+# Training takes about 53 minutes on two cores (this Zen 5 VM, bf16 matmuls); intermediate
 # files go to build-train/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +27,7 @@ $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout2_pool
   --out tests/data/chat_heldout2.jsonl
 $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout3_pools.json --per-length 60 --seed 13 \
   --out tests/data/chat_heldout3.jsonl
-data=(--split train --augment --grammar --positions --restate --wide-items)
+data=(--split train --augment --grammar --positions --restate --wide-items --variety)
 $py $t/gen_data.py "${data[@]}" --count 70000 --seed 1 --out "$work/train.jsonl"
 $py $t/gen_data.py "${data[@]}" --distractors --count 30000 --seed 2 --out "$work/train-distractors.jsonl"
 $py $t/train_bpe.py --data "$work/train.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
@@ -37,11 +37,12 @@ start=$(date +%s)
 # items and words to repeat (copying practice on every token the tokenizer has), more frames,
 # noise around the messages; --grammar, --positions: composed stating frames, the value first
 # or followed by other words; --restate: the reply to a stated fact repeats it; --wide-items:
-# ~250 more real list items. Phase 1 (from scratch) follows a 3600-step schedule and stops
-# at step 2400; phase 2 continues on conversations with unknown words inserted into the
-# messages (--distractors), so that questions phrased in words the model never saw still
-# reach the fact they name.
-arch=(--n-embd 160 --n-ff 448 --n-head 4 --n-head-kv 2 --n-layer 6 --attn-layers 1,3,5 --max-len 1024 --threads 2
+# ~250 more real list items; --variety: stating frames around the words that mark each fact in
+# ordinary speech (a species for a pet, who gave a name, a colour word alone). Phase 1 (from
+# scratch) follows a 3600-step schedule and stops at step 2400; phase 2 continues on
+# conversations with unknown words inserted into the messages (--distractors), so that
+# questions phrased in words the model never saw still reach the fact they name.
+arch=(--n-embd 256 --n-ff 704 --n-head 4 --n-head-kv 2 --n-layer 6 --attn-layers 1,3,5 --max-len 1024 --threads 2
       --tokenizer "$work/tokenizer.json" --save-every 100 --batch-tokens 4096 --bf16)
 $py $t/train.py "${arch[@]}" --data "$work/train.jsonl" --lr 2e-3 --steps 3600 --stop-after 2400 --seed 1 \
   --out "$work/model-phase1.pt" | tee "$work/train-phase1.log"

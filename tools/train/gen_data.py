@@ -34,8 +34,9 @@ import random
 import sys
 
 import more_pools
-from more_pools import (ASK_GRAMMAR, LIST_TRAILERS, PLACE_SUFFIXES, STATE_NP, STATE_PATTERNS, STATE_VALUE_FIRST,
-                        STATE_VERBS, TRAILERS, WIDE_CHATTER, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD)
+from more_pools import (ASK_GRAMMAR, LIST_TRAILERS, NAME_GIVERS, PLACE_SUFFIXES, SPECIES, STATE_NP, STATE_PATTERNS,
+                        STATE_VALUE_FIRST, STATE_VERBS, TRAILERS, VARIETY_CLOSERS, VARIETY_OPENERS, VARIETY_TRAILERS,
+                        WIDE_CHATTER, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD, variety_frames)
 
 HELDOUT_LENGTHS = (2, 8, 20)
 
@@ -430,7 +431,10 @@ def state_text(rng, kinds, values, split):
         frame = rng.choice(FACTS[k]["state"][split])
         if AUG["trailers"] and rng.random() < AUG["trailers"]:
             frame += rng.choice(LIST_TRAILERS if k == "list" else TRAILERS)
-        parts.append(insert_distractors(rng, frame, "{x}").format(x=values[k]))
+        frame = insert_distractors(rng, frame, "{x}")
+        if "{a}" in frame or "{w}" in frame:  # --variety: a species, who gave a name
+            frame = frame.replace("{a}", rng.choice(SPECIES)).replace("{w}", rng.choice(NAME_GIVERS))
+        parts.append(frame.format(x=values[k]))
     parts = [p[0].upper() + p[1:] for p in parts]
     if len(parts) == 1:
         return parts[0] + "."
@@ -701,6 +705,11 @@ def extend_training_pools(opts):
         add_training_frames("ask", lambda kind: ASK_GRAMMAR[kind])
     if "positions" in opts:
         add_training_frames("state", lambda kind: composed_frames(kind, STATE_VALUE_FIRST))
+    if "variety" in opts:
+        add_training_frames("state", variety_frames)
+        TRAILERS.extend(VARIETY_TRAILERS)
+        OPENERS["train"].extend(VARIETY_OPENERS)
+        CLOSERS["train"].extend(VARIETY_CLOSERS)
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
@@ -756,6 +765,9 @@ def main():
                     help="with --augment: stating frames with the value first, and words after the value")
     ap.add_argument("--wide-items", action="store_true",
                     help="with --augment: list items from WIDE_ITEMS too (real words the tokenizer splits)")
+    ap.add_argument("--variety", action="store_true",
+                    help="with --augment: stating frames around what marks each fact in ordinary speech (a species, "
+                         "who gave a name, a colour alone), words after the value, more openers and closers")
     ap.add_argument("--restate", action="store_true",
                     help="with --augment: the reply to a stated fact repeats it (\"Got it: you live in Lisbon.\"), "
                          "so a later question finds it in a fixed form")
@@ -769,7 +781,7 @@ def main():
     aug = None
     if args.augment:
         assert args.split == "train", "the held-out set is never augmented"
-        extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors")
+        extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety")
                                if getattr(args, k)})
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
@@ -785,7 +797,7 @@ def main():
         aug = random.Random(args.seed + 1)
     if args.heldout_pools:
         assert args.split == "heldout", "--heldout-pools replaces the held-out pools"
-        extend_training_pools({"wide", "grammar", "positions", "distractors"})  # all training can draw from
+        extend_training_pools({"wide", "grammar", "positions", "distractors", "variety"})  # all training can draw from
         load_heldout_pools(args.heldout_pools)
     if args.split == "train":
         lengths = [rng.choice([1, 2, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, args.max_turns]) for _ in range(args.count)]

@@ -142,3 +142,62 @@ TRAILERS = [" now", " these days", " at the moment", " for now", " as you know",
             ", which is nice", ", you see", " and that is that", ", remember"]
 LIST_TRAILERS = [" for the weekend", " for dinner", " from the shop", " for tomorrow", ", please", " before Friday",
                  " for the party", " from the market", " today", " this week"]
+# --variety: stating frames built around what marks each kind of fact in ordinary speech (a
+# species word for a pet, who gave a name, a colour word alone, a place verb), value first or
+# last, with words after the value; more openers and closers around a stated fact.
+SPECIES = words("""dog cat puppy kitten hamster rabbit bunny parrot budgie canary goldfish tortoise turtle
+ferret pony horse lizard gecko snake iguana mouse rat chinchilla hedgehog cockatoo goat pig duck hen donkey""")
+PET_SPECIES_FRAMES = ["I have a {a} called {x}", "I just got a {a} and called it {x}", "we adopted a {a} named {x}",
+                      "{x} is the name of our {a}", "{x} is my {a}", "my {a}'s name is {x}", "my {a} is called {x}",
+                      "our {a} goes by {x}", "there is a {a} at home called {x}", "I look after a {a} named {x}",
+                      "my {a} {x} is lovely", "my new {a} is {x}", "we named our {a} {x}",
+                      "I got a {a} for my birthday and named it {x}", "the {a} I own is called {x}",
+                      "{x} is what I call my {a}", "I own a {a}, {x}", "{x}, my {a}, is sleeping",
+                      "we have a {a} and its name is {x}", "I called my {a} {x}", "last year I bought a {a} called {x}"]
+NAME_GIVERS = ["my friends", "my grandparents", "my teachers", "people", "my colleagues", "most people", "my cousins",
+               "my classmates", "my neighbours", "my sisters", "my brothers", "folks at home", "my coworkers"]
+NAME_GIVER_FRAMES = ["{x} is what {w} call me", "{w} call me {x}", "{x} is the name {w} gave me",
+                     "I was named {x} by {w}", "{w} chose the name {x} for me", "{w} always called me {x}",
+                     "{x} is what {w} chose for me", "{w} know me as {x}", "{x}, that is what {w} call me"]
+NAME_FRAMES = ["{x} is me", "I'm {x} and I'm new here", "I'm {x}, hello", "this is {x} writing", "{x} speaking",
+               "{x} is my first name", "my name, by the way, is {x}", "I go by {x} these days", "{x} here, hi",
+               "I introduce myself as {x}", "I'm called {x} at home", "you're chatting with {x}"]
+COLOUR_FRAMES = ["{x} makes me happy", "anything {x} is nice", "I love {x}", "I always pick {x}", "I wear a lot of {x}",
+                 "everything I own is {x}", "I dress in {x} most days", "my room is painted {x}", "{x} suits me best",
+                 "I buy my clothes in {x}", "I like {x} things", "{x} is my thing",
+                 "if I had to choose a colour, I'd take {x}", "nothing is as nice as {x}", "I'm a fan of {x}",
+                 "my car is {x} because I love that colour", "I prefer {x} to any other colour",
+                 "I painted my door {x}", "{x} always cheers me up", "I go for {x} whenever I can"]
+CITY_FRAMES = ["{x} is where I live", "{x} is where I grew up", "I was raised in {x}",
+               "home for me is {x}", "I've settled in {x}", "I spend my life in {x}",
+               "{x} is where my flat is", "my flat is in {x}", "I moved to {x} a while ago", "I'm a local of {x}",
+               "I was born and raised in {x}", "I call {x} my home", "{x} is the city I live in",
+               "I've lived in {x} all my life", "my house is in {x}", "we live in {x} now", "{x}, that's my city"]
+LIST_FRAMES = ["{x} are on my list", "{x} are what I need to get", "I'll pick up {x} on the way home",
+               "at the shop I'll get {x}", "I'm going to buy {x}", "{x}, that's my shopping", "I need to grab {x}",
+               "tomorrow I'll buy {x}", "my basket needs {x}", "I'm out of {x}, so I need to buy them",
+               "{x} need buying", "I must remember to buy {x}", "I'm shopping for {x} later", "the shop: {x}"]
+NUMBER_FRAMES = ["{x} is the number I like", "if I had to choose a number, I'd take {x}", "{x} has always been my number",
+                 "I like {x} more than any other number", "{x} is my number", "I'm fond of the number {x}",
+                 "my number has always been {x}"]
+VARIETY_TRAILERS = [" mostly", " usually", " anyway", " though", " too", " nowadays", " for ages", " as it happens",
+                    " in fact", " basically", " honestly", " if you ask me", " believe it or not", " really",
+                    " at home", " for real", " all the time", " every day", " since I was small", " no doubt",
+                    " for sure", " then", " and so on", " obviously", " just so you know", ", I guess",
+                    ", you know", ", ok", ", thanks", ", if that matters", " and I like it", " these past years"]
+VARIETY_OPENERS = ["Quick one. ", "Right then. ", "Fun fact: ", "Good news. ", "Small thing. ", "Listen up. ",
+                   "Oh well. ", "Anyway. ", "Here goes. ", "Real quick. ", "Guess what? ", "You know what? ",
+                   "Let me see. ", "Oh, right. ", "Sorry. ", "Also. ", "First thing. ", "Hello again. ", "Look, ",
+                   "So yeah, ", "Honestly, ", "Um. ", "Er, ", "Ah, ", "Well then. ", "By the way. "]
+VARIETY_CLOSERS = [" Thanks heaps.", " Thanks very much.", " Many thanks.", " Thanks a bunch.", " Appreciated.",
+                   " Thank you kindly.", " If you don't mind.", " If that's ok.", " If possible.", " Got that?",
+                   " Don't forget!", " Ok, thanks.", " Thanks, bye.", " Just saying.", " Keep it safe."]
+
+
+def variety_frames(kind):
+    """--variety's stating frames of one kind of fact."""
+    if kind == "pet":
+        return [f.format(a=a, x="{x}") for f in PET_SPECIES_FRAMES for a in SPECIES]
+    if kind == "name":
+        return [f.format(w=w, x="{x}") for f in NAME_GIVER_FRAMES for w in NAME_GIVERS] + NAME_FRAMES
+    return {"colour": COLOUR_FRAMES, "city": CITY_FRAMES, "list": LIST_FRAMES, "number": NUMBER_FRAMES}[kind]
