@@ -34,9 +34,9 @@ import random
 import sys
 
 import more_pools
-from more_pools import (ASK_GRAMMAR, LIST_TRAILERS, NAME_GIVERS, PLACE_SUFFIXES, SPECIES, STATE_NP, STATE_PATTERNS,
-                        STATE_VALUE_FIRST, STATE_VERBS, TRAILERS, VARIETY_CLOSERS, VARIETY_OPENERS, VARIETY_TRAILERS,
-                        WIDE_CHATTER, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD, variety_frames)
+from more_pools import (ASK_GRAMMAR, LIST_TRAILERS, PLACE_SUFFIXES, STATE_NP, STATE_PATTERNS, STATE_VALUE_FIRST,
+                        STATE_VERBS, TRAILERS, VARIETY_CLOSERS, VARIETY_OPENERS, VARIETY_TRAILERS, WIDE_CHATTER,
+                        WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD, variety_frames)
 
 HELDOUT_LENGTHS = (2, 8, 20)
 
@@ -431,10 +431,7 @@ def state_text(rng, kinds, values, split):
         frame = rng.choice(FACTS[k]["state"][split])
         if AUG["trailers"] and rng.random() < AUG["trailers"]:
             frame += rng.choice(LIST_TRAILERS if k == "list" else TRAILERS)
-        frame = insert_distractors(rng, frame, "{x}")
-        if "{a}" in frame or "{w}" in frame:  # --variety: a species, who gave a name
-            frame = frame.replace("{a}", rng.choice(SPECIES)).replace("{w}", rng.choice(NAME_GIVERS))
-        parts.append(frame.format(x=values[k]))
+        parts.append(insert_distractors(rng, frame, "{x}").format(x=values[k]))
     parts = [p[0].upper() + p[1:] for p in parts]
     if len(parts) == 1:
         return parts[0] + "."
