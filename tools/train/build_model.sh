@@ -7,7 +7,7 @@
 # Dependencies (Debian 12): apt-get install python3-torch python3-regex python3-numpy
 # Optional, much faster (Debian's torch otherwise uses the reference BLAS):
 #   apt-get install libopenblas0-pthread  (used for this script only, via LD_LIBRARY_PATH)
-# Training takes about 53 minutes on two cores (this Zen 5 VM, bf16 matmuls); intermediate
+# Training takes about 66 minutes on two cores (this Zen 5 VM, bf16 matmuls); intermediate
 # files go to build-train/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,9 +28,13 @@ $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout2_pool
 $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout3_pools.json --per-length 60 --seed 13 \
   --out tests/data/chat_heldout3.jsonl
 data=(--split train --augment --grammar --positions --restate --wide-items --variety)
+# The tokenizer first (from conversations without --vocab-pieces), then the training sets, whose
+# made-up words are partly glued from its tokens.
+$py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
+$py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
+data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --count 70000 --seed 1 --out "$work/train.jsonl"
 $py $t/gen_data.py "${data[@]}" --distractors --count 30000 --seed 2 --out "$work/train-distractors.jsonl"
-$py $t/train_bpe.py --data "$work/train.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
 start=$(date +%s)
 # Two warmup + cosine schedules, steps of 4096 tokens, forward passes in bf16. Both training
 # sets are gen_data.py --augment: made-up words of random letters as names, cities, pets, list
@@ -42,7 +46,7 @@ start=$(date +%s)
 # scratch) follows a 3600-step schedule and stops at step 2400; phase 2 continues on
 # conversations with unknown words inserted into the messages (--distractors), so that
 # questions phrased in words the model never saw still reach the fact they name.
-arch=(--n-embd 256 --n-ff 704 --n-head 4 --n-head-kv 2 --n-layer 6 --attn-layers 1,3,5 --max-len 1024 --threads 2
+arch=(--n-embd 320 --n-ff 896 --n-head 5 --n-head-kv 5 --n-layer 6 --attn-layers 1,3,5 --max-len 1024 --threads 2
       --tokenizer "$work/tokenizer.json" --save-every 100 --batch-tokens 4096 --bf16)
 $py $t/train.py "${arch[@]}" --data "$work/train.jsonl" --lr 2e-3 --steps 3600 --stop-after 2400 --seed 1 \
   --out "$work/model-phase1.pt" | tee "$work/train-phase1.log"

@@ -111,14 +111,22 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 #   world questions about a made-up place.
 # trailers (--positions): share of stated values followed by other words.
 # restate (--restate): 1 when the reply to a stated fact repeats it.
+# vocab_pieces (--vocab-pieces): share of made-up words glued from 2-3 random letter-only
+#   tokens of the tokenizer, so that every piece a held-out word may split into (" blue" "b"
+#   "er" "ries") is a copy target about as often as any other; tokens seldom in replies are
+#   the ones the model garbles when copying.
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
-       "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0}
+       "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0,
+       "vocab_pieces": 0.0}
+VOCAB_PIECES = []  # letter-only token strings of --vocab-pieces' tokenizer, leading space removed
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
 
 def made_up_word(rng):
     while True:
-        if AUG["random_letters"] and rng.random() < AUG["random_letters"]:
+        if AUG["vocab_pieces"] and rng.random() < AUG["vocab_pieces"]:
+            w = "".join(rng.choice(VOCAB_PIECES) for _ in range(rng.randint(2, 3)))
+        elif AUG["random_letters"] and rng.random() < AUG["random_letters"]:
             w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 10)))
         else:
             w = "".join(rng.choice(SYLLABLE_ONSETS) + rng.choice(SYLLABLE_VOWELS) + rng.choice(SYLLABLE_CODAS)
@@ -743,6 +751,13 @@ def load_heldout_pools(path):
         sys.exit(f"{path}: too few entries left once those of the training pools are dropped: {empty}")
 
 
+def load_vocab_pieces(path):
+    from bpe import Tokenizer
+    tok = Tokenizer.load(path)
+    pieces = {tok.decode([i]).strip() for i in range(tok.n_vocab)}
+    VOCAB_PIECES.extend(sorted(p for p in pieces if len(p) >= 2 and p.isascii() and p.isalpha()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", choices=["train", "heldout"], required=True)
@@ -768,6 +783,8 @@ def main():
     ap.add_argument("--restate", action="store_true",
                     help="with --augment: the reply to a stated fact repeats it (\"Got it: you live in Lisbon.\"), "
                          "so a later question finds it in a fixed form")
+    ap.add_argument("--vocab-pieces", metavar="TOKENIZER_JSON",
+                    help="with --augment: 40%% of made-up words glued from this tokenizer's letter-only tokens")
     ap.add_argument("--heldout-pools", metavar="JSON",
                     help="with --split heldout: phrasings and values from this file (layout: load_heldout_pools) "
                          "instead of the built-in held-out pools, less anything a training pool holds")
@@ -791,6 +808,9 @@ def main():
             AUG["restate"] = 1.0
         if args.positions:
             AUG["trailers"] = 0.3
+        if args.vocab_pieces:
+            load_vocab_pieces(args.vocab_pieces)
+            AUG["vocab_pieces"] = 0.4
         aug = random.Random(args.seed + 1)
     if args.heldout_pools:
         assert args.split == "heldout", "--heldout-pools replaces the held-out pools"
