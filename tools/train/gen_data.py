@@ -30,13 +30,15 @@ Held-out files hold --per-length conversations of each length in HELDOUT_LENGTHS
 """
 import argparse
 import json
+import pathlib
 import random
 import sys
 
 import more_pools
-from more_pools import (ASK_GRAMMAR, LIST_TRAILERS, PLACE_SUFFIXES, STATE_NP, STATE_PATTERNS, STATE_VALUE_FIRST,
-                        STATE_VERBS, TRAILERS, VARIETY_CLOSERS, VARIETY_OPENERS, VARIETY_TRAILERS, WIDE_CHATTER,
-                        WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD, variety_frames)
+from more_pools import (ASK_GRAMMAR, FACT_EXTRA, FACT_TRAILING, LIST_TRAILERS, PLACE_SUFFIXES, STATE_NP,
+                        STATE_PATTERNS, STATE_VALUE_FIRST, STATE_VERBS, TRAILERS, VARIETY_CLOSERS, VARIETY_OPENERS,
+                        VARIETY_TRAILERS, WIDE_CHATTER, WIDE_COLOURS, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD,
+                        arith_frames, ask_frames, variety_frames)
 
 HELDOUT_LENGTHS = (2, 8, 20)
 
@@ -115,9 +117,10 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 #   tokens of the tokenizer, so that every piece a held-out word may split into (" blue" "b"
 #   "er" "ries") is a copy target about as often as any other; tokens seldom in replies are
 #   the ones the model garbles when copying.
+# open_colours (--open-colours): share of stated colours drawn from WIDE_COLOURS or made up.
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
        "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0,
-       "vocab_pieces": 0.0}
+       "vocab_pieces": 0.0, "open_colours": 0.0}
 VOCAB_PIECES = []  # letter-only token strings of --vocab-pieces' tokenizer, leading space removed
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
@@ -154,6 +157,12 @@ def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=()):
             return w + rng.choice(suffixes) if suffixes and rng.random() < 0.5 else w
         return rng.choice(train_pool)
     return draw
+
+
+def draw_colour(rng, split):
+    if split == "train" and AUG["open_colours"] and rng.random() < AUG["open_colours"]:
+        return rng.choice(WIDE_COLOURS) if rng.random() < 0.6 else made_up_word(rng).lower()
+    return rng.choice(COLOURS)
 
 
 def draw_list(rng, split):
@@ -226,7 +235,7 @@ FACTS = {
         answer="You live in {x}.",
     ),
     "colour": dict(
-        draw=lambda rng, split: rng.choice(COLOURS),
+        draw=draw_colour,
         state=dict(train=["My favourite colour is {x}", "My favorite color is {x}", "I love the colour {x}",
                           "{x} is my favourite colour", "The colour I like most is {x}", "I like the color {x} best",
                           "My colour is {x}", "My favourite color is {x}", "I really love the colour {x}",
@@ -583,52 +592,6 @@ EXTRA = [
                        "Great, thank you!", "Thanks again!", "Perfect, thanks."]),
     (GREETINGS["train"], ["Hello, hello!", "Hi hi!", "Hey you!", "Good evening!", "Hi, hello there!", "Hello friend!"]),
 ]
-# More ways to state and ask about each fact (--augment), none from the held-out pools.
-FACT_EXTRA = {
-    "name": dict(state=["I am {x}", "Just call me {x}", "It's {x} here", "Hello, I am {x}", "Folks call me {x}",
-                        "My name happens to be {x}", "Name's {x}", "I am known as {x}", "Please call me {x}"],
-                 np=["my own name", "the name I have", "the name you call me", "the name I said"],
-                 wh=["who I said I was", "what name I told you", "what people call me", "what my name is again"],
-                 ask=["Do you know who I am?", "Who did I say I was?", "What did I say my name was?",
-                      "What name did I tell you?"]),
-    "number": dict(state=["Number: {x}", "Remember this number: {x}", "My code is {x}", "Memorise the number {x}",
-                          "The number I want you to keep is {x}", "Write down {x} for me", "Save the number {x}",
-                          "My number for today is {x}"],
-                   np=["my own number", "that number", "the number I gave", "the number from before"],
-                   wh=["what number I said", "which number I told you", "what my lucky number is"],
-                   ask=["Which number did I tell you?", "What number was it?", "What is the number I told you?"]),
-    "city": dict(state=["I'm living in {x}", "I stay in {x}", "Currently I live in {x}", "My house is in {x}",
-                        "City: {x}", "I work and live in {x}", "I'm settled in {x}", "We live in {x}"],
-                 np=["the city where I live", "the town I live in", "my current city", "my home"],
-                 wh=["where I stay", "what town I live in", "where my house is", "what my city is"],
-                 ask=["Where do I stay?", "Which town do I live in?", "Where is my house?", "Where am I living?"]),
-    "colour": dict(state=["My favourite shade is {x}", "I adore the colour {x}", "My top colour is {x}",
-                          "The color I love is {x}", "Colour: {x}", "{x} is the colour I like best"],
-                   np=["my best colour", "the colour I love", "my top colour", "the color I like best"],
-                   wh=["which colour I love most", "what my top colour is", "which color I like best"],
-                   ask=["Which colour do I love?", "What colour did I say I like?", "What is my top colour?"]),
-    "pet": dict(state=["My pet dog is {x}", "Our cat is called {x}", "I have a dog named {x}", "Pet: {x}",
-                       "My fish is called {x}", "My bird is named {x}", "Our pet's name is {x}",
-                       "I have a cat named {x}"],
-                np=["our pet's name", "the pet's name", "the name of our dog", "my dog"],
-                wh=["what our pet is called", "what my dog is called", "what we named our pet"],
-                ask=["What is our pet called?", "What did we call our pet?", "What's the name of my cat?"]),
-    "list": dict(state=["I should buy {x}", "Groceries: {x}", "I want to buy {x}", "We need {x}", "My list has {x}",
-                        "Buy list: {x}", "I need to get {x}", "Please note my list: {x}"],
-                 np=["my groceries", "the shopping list", "my list of things", "the things on my list"],
-                 wh=["what I should buy", "what is on the list", "what I want to buy", "what we need"],
-                 ask=["What should I buy?", "What was on my list?", "What do I need?"]),
-}
-# Stating frames with words after the value (--distractors), so the value's end is learned
-# from the value rather than from the end of the sentence.
-FACT_TRAILING = {
-    "name": ["My name is {x} and I am new here", "I'm {x}, nice to meet you", "Call me {x} from now on"],
-    "number": ["{x} is my favourite number", "Remember {x} as my number", "The number {x} is mine"],
-    "city": ["I live in {x} with my family", "I moved to {x} last year", "{x} is where I live"],
-    "colour": ["I like {x} a lot", "{x} is the colour I love", "My favourite colour is {x} these days"],
-    "pet": ["My dog {x} is very old", "Our cat {x} sleeps all day", "I have a pet called {x} at home"],
-    "list": ["I need {x} from the shop", "Buy {x} for me", "My list has {x} on it"],
-}
 THINGS = words("telephone bicycle radio computer camera car television engine")
 LEADINS = ["Okay so ", "Question: ", "Next question: ", "Another one: ", "Let me ask: ", "I have a question: ",
            "Sorry, ", "Excuse me, ", "Random question: ", "Hey again, ", "And ", "Oh, ", "Hi again! ", "Ah, ",
@@ -689,6 +652,13 @@ def compound_item(rng):
     return head + (" " if rng.random() < 0.5 else "") + rng.choice(TRAIN_ITEMS)
 
 
+def heldout_strings(key):
+    """Lower-cased entries under `key` of every held-out pool file (tests/data/chat_heldout*_pools.json):
+    composed training frames leave them out."""
+    files = pathlib.Path(__file__).resolve().parents[2].glob("tests/data/chat_heldout*_pools.json")
+    return {h.lower() for f in sorted(files) for h in json.loads(f.read_text())[key]}
+
+
 def extend_training_pools(opts):
     """The training pools --augment draws from, and what the options in `opts` (names of
     gen_data.py's flags: wide, grammar, positions, wide_items, distractors) add to them."""
@@ -715,6 +685,13 @@ def extend_training_pools(opts):
         TRAILERS.extend(VARIETY_TRAILERS)
         OPENERS["train"].extend(VARIETY_OPENERS)
         CLOSERS["train"].extend(VARIETY_CLOSERS)
+    if "arith_frames" in opts:
+        for pool, op, key in ((ARITH, "add", "arith_add"), (ARITH_SUB, "sub", "arith_sub")):
+            held = heldout_strings(key) | {h.lower() for h in pool["heldout"]}
+            pool["train"].extend(f for f in arith_frames(op) if f.lower() not in held)
+    if "ask_frames" in opts:
+        held = heldout_strings("np_leads") | {h.lower() for h in NP_LEADS["heldout"]}
+        NP_LEADS["train"].extend(f for f in ask_frames() if f.lower() not in held)
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
@@ -783,6 +760,12 @@ def main():
     ap.add_argument("--restate", action="store_true",
                     help="with --augment: the reply to a stated fact repeats it (\"Got it: you live in Lisbon.\"), "
                          "so a later question finds it in a fixed form")
+    ap.add_argument("--open-colours", action="store_true",
+                    help="with --augment: half the stated colours from a wider pool or made up, so colours are copied")
+    ap.add_argument("--arith-frames", action="store_true",
+                    help="with --augment: sums composed from ~30 leads, 7 expressions and 15 tails")
+    ap.add_argument("--ask-frames", action="store_true",
+                    help="with --augment: questions composed from ~25 leads, the fact's noun phrase and ~18 tails")
     ap.add_argument("--vocab-pieces", metavar="TOKENIZER_JSON",
                     help="with --augment: 40%% of made-up words glued from this tokenizer's letter-only tokens")
     ap.add_argument("--heldout-pools", metavar="JSON",
@@ -795,8 +778,8 @@ def main():
     aug = None
     if args.augment:
         assert args.split == "train", "the held-out set is never augmented"
-        extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety")
-                               if getattr(args, k)})
+        extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety",
+                                           "arith_frames", "ask_frames") if getattr(args, k)})
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
             AUG["wide"] = args.wide
@@ -811,6 +794,8 @@ def main():
         if args.vocab_pieces:
             load_vocab_pieces(args.vocab_pieces)
             AUG["vocab_pieces"] = 0.4
+        if args.open_colours:
+            AUG["open_colours"] = 0.5
         aug = random.Random(args.seed + 1)
     if args.heldout_pools:
         assert args.split == "heldout", "--heldout-pools replaces the held-out pools"

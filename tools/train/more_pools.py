@@ -79,6 +79,22 @@ WIDE_NP_LEADS = ["Remind me: {o}?", "What about {o}?", "Any chance you remember 
 WIDE_WH_LEADS = ["Do you recall {o}?", "Remind me again {o}.", "Can you say {o}?", "Tell me once more {o}.",
                  "I forgot {o}. Do you know?", "Do you have any idea {o}?"]
 
+# --ask-frames: questions composed from a lead, the noun phrase naming the fact and a tail, so the
+# noun phrase rather than the sentence around it decides what is asked.
+ASK_LEADS = ["", "I want ", "give me ", "what about ", "remind me of ", "tell me ", "I'd like ", "now, ", "so, ",
+             "and ", "okay: ", "a question about ", "just checking ", "help me with ", "I'm asking about ",
+             "back to ", "I forgot ", "let's see, ", "I'm trying to remember ", "say ", "what was ", "what is ",
+             "do you still have ", "can I get ", "I'd like to hear ", "hmm, "]
+ASK_TAILS = ["?", ", what is it?", ", what was it again?", ", do you remember?", ", please?", " - any idea?",
+             ". Can you say it?", ", remind me?", "? I forgot.", ", if you know?", " again?", ", still know it?",
+             ". What is it?", " - what did I say?", ", please.", ". What was it?", ", tell me?", "? Go on."]
+
+
+def ask_frames():
+    """--ask-frames' question frames ({o}: the noun phrase), first letter capitalised."""
+    frames = [lead + "{o}" + tail for lead in ASK_LEADS for tail in ASK_TAILS]
+    return [f[0].upper() + f[1:] for f in frames]
+
 
 # --grammar
 STATE_NP = {
@@ -192,6 +208,79 @@ VARIETY_OPENERS = ["Quick one. ", "Right then. ", "Fun fact: ", "Good news. ", "
 VARIETY_CLOSERS = [" Thanks heaps.", " Thanks very much.", " Many thanks.", " Thanks a bunch.", " Appreciated.",
                    " Thank you kindly.", " If you don't mind.", " If that's ok.", " If possible.", " Got that?",
                    " Don't forget!", " Ok, thanks.", " Thanks, bye.", " Just saying.", " Keep it safe."]
+
+# --open-colours: colour names beyond gen_data.COLOURS, so a stated colour is copied rather than
+# picked from a closed set the model can predict.
+WIDE_COLOURS = words("""crimson scarlet amber lilac mauve ochre coral cream khaki olive lime mint jade emerald
+aqua cyan cobalt azure sapphire plum lavender magenta fuchsia ruby burgundy rust copper bronze tan ivory
+charcoal slate peach apricot mustard lemon sage moss ebony pearl salmon cerise vermilion cerulean
+periwinkle chartreuse taupe sepia umber sienna wine cherry rose blush sand""")
+
+# More ways to state and ask about each fact (--augment), none from the held-out pools.
+FACT_EXTRA = {
+    "name": dict(state=["I am {x}", "Just call me {x}", "It's {x} here", "Hello, I am {x}", "Folks call me {x}",
+                        "My name happens to be {x}", "Name's {x}", "I am known as {x}", "Please call me {x}"],
+                 np=["my own name", "the name I have", "the name you call me", "the name I said"],
+                 wh=["who I said I was", "what name I told you", "what people call me", "what my name is again"],
+                 ask=["Do you know who I am?", "Who did I say I was?", "What did I say my name was?",
+                      "What name did I tell you?"]),
+    "number": dict(state=["Number: {x}", "Remember this number: {x}", "My code is {x}", "Memorise the number {x}",
+                          "The number I want you to keep is {x}", "Write down {x} for me", "Save the number {x}",
+                          "My number for today is {x}"],
+                   np=["my own number", "that number", "the number I gave", "the number from before"],
+                   wh=["what number I said", "which number I told you", "what my lucky number is"],
+                   ask=["Which number did I tell you?", "What number was it?", "What is the number I told you?"]),
+    "city": dict(state=["I'm living in {x}", "I stay in {x}", "Currently I live in {x}", "My house is in {x}",
+                        "City: {x}", "I work and live in {x}", "I'm settled in {x}", "We live in {x}"],
+                 np=["the city where I live", "the town I live in", "my current city", "my home"],
+                 wh=["where I stay", "what town I live in", "where my house is", "what my city is"],
+                 ask=["Where do I stay?", "Which town do I live in?", "Where is my house?", "Where am I living?"]),
+    "colour": dict(state=["My favourite shade is {x}", "I adore the colour {x}", "My top colour is {x}",
+                          "The color I love is {x}", "Colour: {x}", "{x} is the colour I like best"],
+                   np=["my best colour", "the colour I love", "my top colour", "the color I like best"],
+                   wh=["which colour I love most", "what my top colour is", "which color I like best"],
+                   ask=["Which colour do I love?", "What colour did I say I like?", "What is my top colour?"]),
+    "pet": dict(state=["My pet dog is {x}", "Our cat is called {x}", "I have a dog named {x}", "Pet: {x}",
+                       "My fish is called {x}", "My bird is named {x}", "Our pet's name is {x}",
+                       "I have a cat named {x}"],
+                np=["our pet's name", "the pet's name", "the name of our dog", "my dog"],
+                wh=["what our pet is called", "what my dog is called", "what we named our pet"],
+                ask=["What is our pet called?", "What did we call our pet?", "What's the name of my cat?"]),
+    "list": dict(state=["I should buy {x}", "Groceries: {x}", "I want to buy {x}", "We need {x}", "My list has {x}",
+                        "Buy list: {x}", "I need to get {x}", "Please note my list: {x}"],
+                 np=["my groceries", "the shopping list", "my list of things", "the things on my list"],
+                 wh=["what I should buy", "what is on the list", "what I want to buy", "what we need"],
+                 ask=["What should I buy?", "What was on my list?", "What do I need?"]),
+}
+# Stating frames with words after the value (--distractors), so the value's end is learned
+# from the value rather than from the end of the sentence.
+FACT_TRAILING = {
+    "name": ["My name is {x} and I am new here", "I'm {x}, nice to meet you", "Call me {x} from now on"],
+    "number": ["{x} is my favourite number", "Remember {x} as my number", "The number {x} is mine"],
+    "city": ["I live in {x} with my family", "I moved to {x} last year", "{x} is where I live"],
+    "colour": ["I like {x} a lot", "{x} is the colour I love", "My favourite colour is {x} these days"],
+    "pet": ["My dog {x} is very old", "Our cat {x} sleeps all day", "I have a pet called {x} at home"],
+    "list": ["I need {x} from the shop", "Buy {x} for me", "My list has {x} on it"],
+}
+
+# --arith-frames: sums composed from a lead, the expression and a tail, so a question is read by
+# its numbers and operator rather than by the sentence around them.
+ARITH_LEADS = ["", "what is ", "what's ", "how much is ", "tell me ", "give me ", "compute ", "calculate ", "solve ",
+               "find ", "do ", "figure out ", "could you do ", "what would be ", "what do you get for ",
+               "help me with ", "maths question: ", "math: ", "here is a sum: ", "can you tell me ", "and ",
+               "next one: ", "try this: ", "homework: ", "what comes out of ", "the result of ", "one more: "]
+ARITH_EXPRS = {"add": ["{a} plus {b}", "{a} + {b}", "{a}+{b}", "{a} and {b} added together", "the sum of {a} and {b}",
+                       "{a} plus {b} in total", "{a} added to {b}"],
+               "sub": ["{a} minus {b}", "{a} - {b}", "{a}-{b}", "{a} take away {b}", "{b} subtracted from {a}",
+                       "{a} less {b}", "{a} with {b} taken away"]}
+ARITH_TAILS = ["?", ".", "", " please?", ", please.", " for me?", "? Thanks.", ", what's the answer?", " - what do you get?",
+               ", how much is that?", " = ?", " equals?", ", quickly?", "? Just the number.", "? I'm not sure."]
+
+
+def arith_frames(op):
+    """--arith-frames' questions for op "add" or "sub", first letter capitalised."""
+    frames = [lead + e + tail for lead in ARITH_LEADS for e in ARITH_EXPRS[op] for tail in ARITH_TAILS]
+    return [f[0].upper() + f[1:] for f in frames]
 
 
 def variety_frames(kind):
