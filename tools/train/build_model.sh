@@ -34,9 +34,9 @@ $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.js
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --count 70000 --seed 1 --out "$work/train.jsonl"
-# Phase 2's set also: half the stated colours from a wider pool or made up (--open-colours),
-# sums and questions composed from leads, expressions and tails (--arith-frames, --ask-frames).
-$py $t/gen_data.py "${data[@]}" --distractors --open-colours --arith-frames --ask-frames --count 30000 --seed 2 \
+# Phase 2's set also: sums and questions composed from leads, expressions and tails
+# (--arith-frames, --ask-frames).
+$py $t/gen_data.py "${data[@]}" --distractors --arith-frames --ask-frames --count 30000 --seed 2 \
   --out "$work/train-distractors.jsonl"
 start=$(date +%s)
 # Two warmup + cosine schedules, steps of 4096 tokens, forward passes in bf16. Both training

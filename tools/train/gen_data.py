@@ -37,8 +37,8 @@ import sys
 import more_pools
 from more_pools import (ASK_GRAMMAR, FACT_EXTRA, FACT_TRAILING, LIST_TRAILERS, PLACE_SUFFIXES, STATE_NP,
                         STATE_PATTERNS, STATE_VALUE_FIRST, STATE_VERBS, TRAILERS, VARIETY_CLOSERS, VARIETY_OPENERS,
-                        VARIETY_TRAILERS, WIDE_CHATTER, WIDE_COLOURS, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD,
-                        arith_frames, ask_frames, variety_frames)
+                        VARIETY_TRAILERS, WIDE_CHATTER, WIDE_NP_LEADS, WIDE_WH_LEADS, WIDE_WORLD,
+                        frames_from_parts, variety_frames)
 
 HELDOUT_LENGTHS = (2, 8, 20)
 
@@ -117,10 +117,9 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 #   tokens of the tokenizer, so that every piece a held-out word may split into (" blue" "b"
 #   "er" "ries") is a copy target about as often as any other; tokens seldom in replies are
 #   the ones the model garbles when copying.
-# open_colours (--open-colours): share of stated colours drawn from WIDE_COLOURS or made up.
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
        "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0,
-       "vocab_pieces": 0.0, "open_colours": 0.0}
+       "vocab_pieces": 0.0}
 VOCAB_PIECES = []  # letter-only token strings of --vocab-pieces' tokenizer, leading space removed
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
@@ -157,12 +156,6 @@ def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=()):
             return w + rng.choice(suffixes) if suffixes and rng.random() < 0.5 else w
         return rng.choice(train_pool)
     return draw
-
-
-def draw_colour(rng, split):
-    if split == "train" and AUG["open_colours"] and rng.random() < AUG["open_colours"]:
-        return rng.choice(WIDE_COLOURS) if rng.random() < 0.6 else made_up_word(rng).lower()
-    return rng.choice(COLOURS)
 
 
 def draw_list(rng, split):
@@ -235,7 +228,7 @@ FACTS = {
         answer="You live in {x}.",
     ),
     "colour": dict(
-        draw=draw_colour,
+        draw=lambda rng, split: rng.choice(COLOURS),
         state=dict(train=["My favourite colour is {x}", "My favorite color is {x}", "I love the colour {x}",
                           "{x} is my favourite colour", "The colour I like most is {x}", "I like the color {x} best",
                           "My colour is {x}", "My favourite color is {x}", "I really love the colour {x}",
@@ -660,8 +653,8 @@ def heldout_strings(key):
 
 
 def extend_training_pools(opts):
-    """The training pools --augment draws from, and what the options in `opts` (names of
-    gen_data.py's flags: wide, grammar, positions, wide_items, distractors) add to them."""
+    """The training pools --augment draws from, and what the options in `opts` (gen_data.py's
+    flags, spelt with underscores: "wide", "arith_frames", ...) add to them."""
     for pool, more in EXTRA:
         pool.extend(more)
     for kind, extra in FACT_EXTRA.items():
@@ -688,10 +681,12 @@ def extend_training_pools(opts):
     if "arith_frames" in opts:
         for pool, op, key in ((ARITH, "add", "arith_add"), (ARITH_SUB, "sub", "arith_sub")):
             held = heldout_strings(key) | {h.lower() for h in pool["heldout"]}
-            pool["train"].extend(f for f in arith_frames(op) if f.lower() not in held)
+            frames = frames_from_parts(more_pools.ARITH_LEADS, more_pools.ARITH_EXPRS[op], more_pools.ARITH_TAILS)
+            pool["train"].extend(f for f in frames if f.lower() not in held)
     if "ask_frames" in opts:
         held = heldout_strings("np_leads") | {h.lower() for h in NP_LEADS["heldout"]}
-        NP_LEADS["train"].extend(f for f in ask_frames() if f.lower() not in held)
+        frames = frames_from_parts(more_pools.ASK_LEADS, ["{o}"], more_pools.ASK_TAILS)
+        NP_LEADS["train"].extend(f for f in frames if f.lower() not in held)
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
@@ -760,8 +755,6 @@ def main():
     ap.add_argument("--restate", action="store_true",
                     help="with --augment: the reply to a stated fact repeats it (\"Got it: you live in Lisbon.\"), "
                          "so a later question finds it in a fixed form")
-    ap.add_argument("--open-colours", action="store_true",
-                    help="with --augment: half the stated colours from a wider pool or made up, so colours are copied")
     ap.add_argument("--arith-frames", action="store_true",
                     help="with --augment: sums composed from ~30 leads, 7 expressions and 15 tails")
     ap.add_argument("--ask-frames", action="store_true",
@@ -794,8 +787,6 @@ def main():
         if args.vocab_pieces:
             load_vocab_pieces(args.vocab_pieces)
             AUG["vocab_pieces"] = 0.4
-        if args.open_colours:
-            AUG["open_colours"] = 0.5
         aug = random.Random(args.seed + 1)
     if args.heldout_pools:
         assert args.split == "heldout", "--heldout-pools replaces the held-out pools"

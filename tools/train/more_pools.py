@@ -90,12 +90,6 @@ ASK_TAILS = ["?", ", what is it?", ", what was it again?", ", do you remember?",
              ". What is it?", " - what did I say?", ", please.", ". What was it?", ", tell me?", "? Go on."]
 
 
-def ask_frames():
-    """--ask-frames' question frames ({o}: the noun phrase), first letter capitalised."""
-    frames = [lead + "{o}" + tail for lead in ASK_LEADS for tail in ASK_TAILS]
-    return [f[0].upper() + f[1:] for f in frames]
-
-
 # --grammar
 STATE_NP = {
     "name": (["my name", "my first name", "my own name", "the name I use", "my nickname", "the name I go by"], []),
@@ -209,13 +203,6 @@ VARIETY_CLOSERS = [" Thanks heaps.", " Thanks very much.", " Many thanks.", " Th
                    " Thank you kindly.", " If you don't mind.", " If that's ok.", " If possible.", " Got that?",
                    " Don't forget!", " Ok, thanks.", " Thanks, bye.", " Just saying.", " Keep it safe."]
 
-# --open-colours: colour names beyond gen_data.COLOURS, so a stated colour is copied rather than
-# picked from a closed set the model can predict.
-WIDE_COLOURS = words("""crimson scarlet amber lilac mauve ochre coral cream khaki olive lime mint jade emerald
-aqua cyan cobalt azure sapphire plum lavender magenta fuchsia ruby burgundy rust copper bronze tan ivory
-charcoal slate peach apricot mustard lemon sage moss ebony pearl salmon cerise vermilion cerulean
-periwinkle chartreuse taupe sepia umber sienna wine cherry rose blush sand""")
-
 # More ways to state and ask about each fact (--augment), none from the held-out pools.
 FACT_EXTRA = {
     "name": dict(state=["I am {x}", "Just call me {x}", "It's {x} here", "Hello, I am {x}", "Folks call me {x}",
@@ -277,9 +264,9 @@ ARITH_TAILS = ["?", ".", "", " please?", ", please.", " for me?", "? Thanks.", "
                ", how much is that?", " = ?", " equals?", ", quickly?", "? Just the number.", "? I'm not sure."]
 
 
-def arith_frames(op):
-    """--arith-frames' questions for op "add" or "sub", first letter capitalised."""
-    frames = [lead + e + tail for lead in ARITH_LEADS for e in ARITH_EXPRS[op] for tail in ARITH_TAILS]
+def frames_from_parts(leads, middles, tails):
+    """Every lead + middle + tail (--arith-frames, --ask-frames), first letter capitalised."""
+    frames = [lead + m + tail for lead in leads for m in middles for tail in tails]
     return [f[0].upper() + f[1:] for f in frames]
 
 
