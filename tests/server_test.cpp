@@ -73,6 +73,15 @@ class RawStream {
 
 class ServerTest : public SharedServerTest<ServerTest> {};
 
+// A streamed or whole reply that cannot end early: end-of-generation tokens banned
+// (ignore_eos), so a random-weight model runs to max_tokens (none: the context's end).
+json endless_reply(int max_tokens, bool stream) {
+  json b = chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, max_tokens, stream);
+  if (max_tokens <= 0) b.erase("max_tokens");
+  b["ignore_eos"] = true;
+  return b;
+}
+
 TEST_F(ServerTest, HealthAndModels) {
   const HttpResult h = curl(port(), "/health");
   EXPECT_EQ(h.status, 200);
@@ -248,14 +257,33 @@ TEST_F(ServerTest, MetricsExposeRequestsTokensCacheAndTtft) {
     EXPECT_GE(metric(m.body, name), 0) << name << " missing";
 }
 
+// llama-server's ignore_eos on the chat route: the end-of-sequence token, pushed to the top
+// by logit_bias, ends the reply at once unless ignore_eos bans it.
+TEST_F(ServerTest, IgnoreEosRunsTheReplyToMaxTokens) {
+  const int64_t eos = ws::gguf::File::open(hybrid_model().string()).get_int("tokenizer.ggml.eos_token_id", -1);
+  ASSERT_GE(eos, 0);
+  json body = chat_body({{{"role", "user"}, {"content", "Say something."}}}, 6);
+  body["logit_bias"] = {{std::to_string(eos), 100}};
+  const HttpResult stopped = curl(port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(stopped.status, 200) << stopped.body;
+  EXPECT_EQ(stopped.j()["usage"]["completion_tokens"], 0) << stopped.body;
+  EXPECT_EQ(stopped.j()["choices"][0]["finish_reason"], "stop");
+  body["ignore_eos"] = true;
+  const HttpResult ran = curl(port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  EXPECT_EQ(ran.j()["usage"]["completion_tokens"], 6) << ran.body;
+  EXPECT_EQ(ran.j()["choices"][0]["finish_reason"], "length");
+  body["ignore_eos"] = "yes";
+  EXPECT_EQ(curl(port(), "/v1/chat/completions", body.dump()).status, 400);
+}
+
 // Without streaming nothing is written until the end, so the server must notice the
 // closed socket itself: generation stops early and the slot is freed.
 TEST_F(ServerTest, ClientDisconnectWithoutStreamingStopsTheWork) {
   const std::string before = curl(port(), "/metrics").body;
   const int max_tokens = 3500;
   {
-    RawStream client(port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, max_tokens, false),
-                     0);
+    RawStream client(port(), endless_reply(max_tokens, false), 0);
     for (int i = 0; i < 200 && metric(curl(port(), "/metrics").body, "warmstart_slots_busy") == 0; ++i)
       std::this_thread::sleep_for(10ms);
     std::this_thread::sleep_for(100ms);  // a few tokens into the reply
@@ -281,8 +309,7 @@ TEST_F(ServerTest, ClientDisconnectMidStreamFreesTheSlot) {
   const std::string before = curl(port(), "/metrics").body;
   const int max_tokens = 3500;
   {
-    RawStream client(port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, max_tokens, true),
-                     4);
+    RawStream client(port(), endless_reply(max_tokens, true), 4);
     ASSERT_EQ(client.received().find("[DONE]"), std::string::npos) << "the reply ended before the disconnect";
     ASSERT_NE(client.received().find("chat.completion.chunk"), std::string::npos) << client.received();
   }  // the client vanishes here
@@ -581,10 +608,11 @@ TEST(ServerLimits, ApiKeyIsRequiredWhenSet) {
   EXPECT_EQ(curl(srv.port(), "/health").status, 200);
 }
 
+// The holders below run to the end of a 32768-token context: seconds on any fixture.
 TEST(ServerLimits, BusyBeyondTheQueueIs503) {
-  ServerProcess srv({"--parallel", "1", "--queue", "0", "-t", "1"});
+  ServerProcess srv({"--parallel", "1", "--queue", "0", "-t", "1", "-c", "32768"});
   ASSERT_GT(srv.port(), 0) << srv.log();
-  RawStream holder(srv.port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, 3500, true), 2);
+  RawStream holder(srv.port(), endless_reply(0, true), 2);
   ASSERT_EQ(holder.received().find("[DONE]"), std::string::npos);
   const std::string hdr = (fs::temp_directory_path() / ("ws-busy-" + std::to_string(getpid()))).string();
   const HttpResult r =
@@ -604,9 +632,9 @@ TEST(ServerLimits, BusyBeyondTheQueueIs503) {
 
 // A request waiting in line whose client hangs up leaves the line (and is never run).
 TEST(ServerLimits, ClientLeavingTheQueueGivesItsPlaceBack) {
-  ServerProcess srv({"--parallel", "1", "--queue", "4", "-t", "1"});
+  ServerProcess srv({"--parallel", "1", "--queue", "4", "-t", "1", "-c", "32768"});
   ASSERT_GT(srv.port(), 0) << srv.log();
-  RawStream holder(srv.port(), chat_body({{{"role", "user"}, {"content", "Write a very long story."}}}, 3500, true), 2);
+  RawStream holder(srv.port(), endless_reply(0, true), 2);
   ASSERT_EQ(holder.received().find("[DONE]"), std::string::npos);
   {
     RawStream waiter(srv.port(), chat_body({{{"role", "user"}, {"content", "queued"}}}, 4, false), 0);

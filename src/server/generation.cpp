@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 
 #include "server/api_error.h"
@@ -34,6 +35,9 @@ void apply_generation(const Tokenizer& tok, const GenerationOptions& gen, TurnRe
                         "logit_bias", "invalid_value");
   r.sampling = gen.sampling;
   r.n_samples = gen.n;
+  if (gen.ignore_eos)
+    for (Token t = 0; t < tok.n_vocab(); ++t)
+      if (tok.is_eog(t)) r.sampling.logit_bias.emplace_back(t, -INFINITY);
 }
 
 Completion run_completion(Engine& engine, const Tokenizer& tok, const TurnRequest& request,

@@ -98,7 +98,6 @@ NativeRequest parse_native_options(const Json& body, int32_t n_predict_default) 
   r.cache_prompt = get_bool(body, "cache_prompt", true);
   r.return_tokens = get_bool(body, "return_tokens", false);
   r.return_progress = get_bool(body, "return_progress", false);
-  r.ignore_eos = get_bool(body, "ignore_eos", false);
   r.id_slot = int32_t(get_int(body, "id_slot", -1, -1, INT32_MAX));
   if (const Json* g = field(body, "grammar"); g && g->is_string()) r.grammar = g->get<std::string>();
   if (const Json* f = field(body, "response_fields")) {
@@ -129,10 +128,6 @@ TurnRequest make_native_turn(const Tokenizer& tok, std::vector<Token> prompt, co
   r.max_tokens = nr.gen.max_tokens < 0 ? room : std::min(nr.gen.max_tokens, room);
   apply_generation(tok, nr.gen, r);
   r.n_samples = 1;
-  // llama-server's ignore_eos: every end-of-generation token gets a bias of -inf.
-  if (nr.ignore_eos)
-    for (Token t = 0; t < tok.n_vocab(); ++t)
-      if (tok.is_eog(t)) r.sampling.logit_bias.emplace_back(t, -INFINITY);
   return r;
 }
 

@@ -22,7 +22,6 @@ struct NativeRequest {
   bool cache_prompt = true;
   bool return_tokens = false;
   bool return_progress = false;
-  bool ignore_eos = false;
   int32_t id_slot = -1;
   std::string grammar;  // the `grammar` text as sent (echoed in generation_settings)
   // llama-server's response_fields: only these fields of each result ("a/b" lifts a nested

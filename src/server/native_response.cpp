@@ -94,7 +94,7 @@ Json generation_settings_json(const NativeRequest& nr, const TurnRequest& turn) 
           {"stop", nr.gen.stop},
           {"max_tokens", turn.max_tokens},
           {"n_keep", 0},
-          {"ignore_eos", nr.ignore_eos},
+          {"ignore_eos", nr.gen.ignore_eos},
           {"stream", nr.gen.stream},
           {"logit_bias", std::move(bias)},
           {"n_probs", nr.n_probs},

@@ -203,6 +203,7 @@ GenerationOptions parse_generation(const json& body, const char* max_tokens_fiel
   s.presence_penalty = float(get_number(body, "presence_penalty", 0, -2, 2));
   s.frequency_penalty = float(get_number(body, "frequency_penalty", 0, -2, 2));
   s.logit_bias = get_logit_bias(body);
+  g.ignore_eos = get_bool(body, "ignore_eos", false);
   // llama-server's seed -1 means "pick one", as an absent seed does.
   if (field(body, "seed") && get_int(body, "seed", 0, INT64_MIN, INT64_MAX) != -1) {
     s.seed = uint64_t(get_int(body, "seed", 0, INT64_MIN, INT64_MAX));

@@ -25,6 +25,7 @@ struct GenerationOptions {
   // < 0: no logprobs; otherwise each token's logprob with this many alternatives (chat:
   // logprobs + top_logprobs; completions: logprobs).
   int32_t logprobs = -1;
+  bool ignore_eos = false;  // llama-server's: every end-of-generation token is banned
 };
 
 // Bodies are kept as ordered_json: templates tojson messages and tools, and clients
