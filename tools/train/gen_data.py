@@ -652,6 +652,12 @@ def heldout_strings(key):
     return {h.lower() for f in sorted(files) for h in json.loads(f.read_text())[key]}
 
 
+def extend_unless_heldout(pool, key, frames):
+    """`frames` added to pool["train"], less pool["heldout"]'s and the held-out pool files' `key` entries."""
+    held = heldout_strings(key) | {h.lower() for h in pool["heldout"]}
+    pool["train"].extend(f for f in frames if f.lower() not in held)
+
+
 def extend_training_pools(opts):
     """The training pools --augment draws from, and what the options in `opts` (gen_data.py's
     flags, spelt with underscores: "wide", "arith_frames", ...) add to them."""
@@ -680,13 +686,11 @@ def extend_training_pools(opts):
         CLOSERS["train"].extend(VARIETY_CLOSERS)
     if "arith_frames" in opts:
         for pool, op, key in ((ARITH, "add", "arith_add"), (ARITH_SUB, "sub", "arith_sub")):
-            held = heldout_strings(key) | {h.lower() for h in pool["heldout"]}
-            frames = frames_from_parts(more_pools.ARITH_LEADS, more_pools.ARITH_EXPRS[op], more_pools.ARITH_TAILS)
-            pool["train"].extend(f for f in frames if f.lower() not in held)
+            extend_unless_heldout(pool, key, frames_from_parts(more_pools.ARITH_LEADS, more_pools.ARITH_EXPRS[op],
+                                                               more_pools.ARITH_TAILS))
     if "ask_frames" in opts:
-        held = heldout_strings("np_leads") | {h.lower() for h in NP_LEADS["heldout"]}
-        frames = frames_from_parts(more_pools.ASK_LEADS, ["{o}"], more_pools.ASK_TAILS)
-        NP_LEADS["train"].extend(f for f in frames if f.lower() not in held)
+        extend_unless_heldout(NP_LEADS, "np_leads",
+                              frames_from_parts(more_pools.ASK_LEADS, ["{o}"], more_pools.ASK_TAILS))
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
