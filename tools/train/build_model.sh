@@ -35,8 +35,9 @@ $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails
-# (--arith-frames, --ask-frames).
-$py $t/gen_data.py "${data[@]}" --distractors --arith-frames --ask-frames --count 30000 --seed 2 \
+# (--arith-frames, --ask-frames), and phrasings written apart from the generator and the
+# held-out pools (--paraphrases: tools/train/paraphrases/*.json).
+$py $t/gen_data.py "${data[@]}" --distractors --arith-frames --ask-frames --paraphrases --count 30000 --seed 2 \
   --out "$work/train-distractors.jsonl"
 start=$(date +%s)
 # Two warmup + cosine schedules, steps of 4096 tokens, forward passes in bf16. Both training

@@ -29,9 +29,13 @@ and `kind` is the skill (recall, arithmetic, greeting, unknown).
 Held-out files hold --per-length conversations of each length in HELDOUT_LENGTHS turns.
 """
 import argparse
+import functools
 import json
+import math
 import pathlib
 import random
+import re
+import string
 import sys
 
 import more_pools
@@ -645,17 +649,74 @@ def compound_item(rng):
     return head + (" " if rng.random() < 0.5 else "") + rng.choice(TRAIN_ITEMS)
 
 
-def heldout_strings(key):
-    """Lower-cased entries under `key` of every held-out pool file (tests/data/chat_heldout*_pools.json):
-    composed training frames leave them out."""
+def heldout_strings(*path):
+    """Lower-cased entries under `path` (keys, e.g. "np_leads" or "facts", "city", "state") of every
+    held-out pool file (tests/data/chat_heldout*_pools.json): training frames leave them out."""
     files = pathlib.Path(__file__).resolve().parents[2].glob("tests/data/chat_heldout*_pools.json")
-    return {h.lower() for f in sorted(files) for h in json.loads(f.read_text())[key]}
+    return {h.lower() for f in sorted(files) for h in functools.reduce(dict.get, path, json.loads(f.read_text()))}
 
 
 def extend_unless_heldout(pool, key, frames):
     """`frames` added to pool["train"], less pool["heldout"]'s and the held-out pool files' `key` entries."""
     held = heldout_strings(key) | {h.lower() for h in pool["heldout"]}
     pool["train"].extend(f for f in frames if f.lower() not in held)
+
+
+# ---------------------------------------------------------------- paraphrases (--paraphrases)
+# Phrasings written for training by three writers who saw neither this script nor any held-out
+# pool, only a description of the skills (tools/train/paraphrases/*.json, load_heldout_pools'
+# layout without values): the kind of English the held-out sets are written in, which frames
+# composed from parts do not reach.
+PARAPHRASE_DIR = pathlib.Path(__file__).resolve().parent / "paraphrases"
+# The placeholder sets an entry of each part may hold (sorted; every other part: none).
+PLACEHOLDERS = {"state": [["x"]], "np_leads": [["o"]], "wh_leads": [["o"]], "arith_add": [["a", "b"]],
+                "arith_sub": [["a", "b"]], "world": [[], ["c"]]}
+
+
+def word_set(text):
+    """The words of `text` (lower case, letters, digits, apostrophes and placeholders), as held-out entries are compared."""
+    return frozenset(re.sub(r"[^a-z0-9{}']+", " ", text.lower()).split())
+
+
+def near(a, b, threshold=0.7):
+    """Whether word sets a and b share at least `threshold` of their union (one word apart in a 4-word sentence)."""
+    return len(a & b) >= threshold * len(a | b)
+
+
+def placeholders_fit(text, part):
+    """Whether `text` holds exactly the placeholders its pool fills in (each once), and no other braces."""
+    try:
+        fields = sorted(f for _, f, _, _ in string.Formatter().parse(text) if f is not None)
+    except ValueError:
+        return False
+    return fields in PLACEHOLDERS.get(part, [[]])
+
+
+def add_paraphrases(share=1 / 3):
+    """Every paraphrase file's entries added to the training pools, less entries with wrong
+    placeholders and those near() a held-out entry of the pool (so that a held-out phrasing is
+    not one word away from a trained one). Where a pool holds many built-in frames
+    (hundreds composed from parts) the paraphrases enter it several times, so that they make at
+    least `share` of its draws."""
+    files = sorted(PARAPHRASE_DIR.glob("*.json"))
+    docs = [json.loads(f.read_text()) for f in files]
+    pools = [(FACTS[kind][part], ("facts", kind, part), part) for kind in FACTS for part in ("state", "np", "wh", "ask")]
+    pools += [(pool, (key,), key) for pool, key in (
+        (NP_LEADS, "np_leads"), (WH_LEADS, "wh_leads"), (OPENERS, "openers"), (CLOSERS, "closers"),
+        (GREETINGS, "greetings"), (THANKS, "thanks"), (ARITH, "arith_add"), (ARITH_SUB, "arith_sub"), (WORLD, "world"))]
+    for pool, path, part in pools:
+        held = [word_set(h) for h in heldout_strings(*path) | set(pool["heldout"])]
+        seen = {word_set(t) for t in pool["train"]}
+        new = []
+        for doc in docs:
+            for text in functools.reduce(dict.get, path, doc):
+                words_of = word_set(text)
+                if placeholders_fit(text, part) and words_of not in seen and not any(near(words_of, h) for h in held):
+                    seen.add(words_of)
+                    new.append(text)
+        if new:
+            copies = max(1, math.ceil(share * len(pool["train"]) / ((1 - share) * len(new))))
+            pool["train"].extend(new * copies)
 
 
 def extend_training_pools(opts):
@@ -694,6 +755,8 @@ def extend_training_pools(opts):
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
+    if "paraphrases" in opts:
+        add_paraphrases()
 
 
 def load_heldout_pools(path):
@@ -763,6 +826,9 @@ def main():
                     help="with --augment: sums composed from ~30 leads, 7 expressions and 15 tails")
     ap.add_argument("--ask-frames", action="store_true",
                     help="with --augment: questions composed from ~25 leads, the fact's noun phrase and ~18 tails")
+    ap.add_argument("--paraphrases", action="store_true",
+                    help="with --augment: phrasings from tools/train/paraphrases/*.json (written apart from this "
+                         "script and the held-out pools), at least a third of each pool's draws")
     ap.add_argument("--vocab-pieces", metavar="TOKENIZER_JSON",
                     help="with --augment: 40%% of made-up words glued from this tokenizer's letter-only tokens")
     ap.add_argument("--heldout-pools", metavar="JSON",
@@ -776,7 +842,7 @@ def main():
     if args.augment:
         assert args.split == "train", "the held-out set is never augmented"
         extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety",
-                                           "arith_frames", "ask_frames") if getattr(args, k)})
+                                           "arith_frames", "ask_frames", "paraphrases") if getattr(args, k)})
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
             AUG["wide"] = args.wide
