@@ -668,6 +668,10 @@ def extend_unless_heldout(pool, key, frames):
 # layout without values): the kind of English the held-out sets are written in, which frames
 # composed from parts do not reach.
 PARAPHRASE_DIR = pathlib.Path(__file__).resolve().parent / "paraphrases"
+# Pools of whole phrasings other than the facts', with their key in a pool file (held-out or paraphrase).
+PHRASE_POOLS = ((NP_LEADS, "np_leads"), (WH_LEADS, "wh_leads"), (OPENERS, "openers"), (CLOSERS, "closers"),
+                (GREETINGS, "greetings"), (THANKS, "thanks"), (ARITH, "arith_add"), (ARITH_SUB, "arith_sub"),
+                (WORLD, "world"))
 # The placeholder sets an entry of each part may hold (sorted; every other part: none).
 PLACEHOLDERS = {"state": [["x"]], "np_leads": [["o"]], "wh_leads": [["o"]], "arith_add": [["a", "b"]],
                 "arith_sub": [["a", "b"]], "world": [[], ["c"]]}
@@ -701,9 +705,7 @@ def add_paraphrases(share=1 / 3):
     files = sorted(PARAPHRASE_DIR.glob("*.json"))
     docs = [json.loads(f.read_text()) for f in files]
     pools = [(FACTS[kind][part], ("facts", kind, part), part) for kind in FACTS for part in ("state", "np", "wh", "ask")]
-    pools += [(pool, (key,), key) for pool, key in (
-        (NP_LEADS, "np_leads"), (WH_LEADS, "wh_leads"), (OPENERS, "openers"), (CLOSERS, "closers"),
-        (GREETINGS, "greetings"), (THANKS, "thanks"), (ARITH, "arith_add"), (ARITH_SUB, "arith_sub"), (WORLD, "world"))]
+    pools += [(pool, (key,), key) for pool, key in PHRASE_POOLS]
     for pool, path, part in pools:
         held = [word_set(h) for h in heldout_strings(*path) | set(pool["heldout"])]
         seen = {word_set(t) for t in pool["train"]}
@@ -776,9 +778,7 @@ def load_heldout_pools(path):
     for kind, parts in d["facts"].items():
         for part, new in parts.items():
             FACTS[kind][part]["heldout"] = fresh(new, FACTS[kind][part]["train"])
-    for pools, key in ((NP_LEADS, "np_leads"), (WH_LEADS, "wh_leads"), (OPENERS, "openers"), (CLOSERS, "closers"),
-                       (GREETINGS, "greetings"), (THANKS, "thanks"), (ARITH, "arith_add"), (ARITH_SUB, "arith_sub"),
-                       (COUNTRIES, "countries"), (WORLD, "world"), (ECHO, "echo")):
+    for pools, key in PHRASE_POOLS + ((COUNTRIES, "countries"), (ECHO, "echo")):
         pools["heldout"] = fresh(d[key], pools["train"])
     for pool, train, key in ((HELDOUT_NAMES, TRAIN_NAMES, "names"), (HELDOUT_CITIES, TRAIN_CITIES, "cities"),
                              (HELDOUT_PETS, TRAIN_PETS, "pets"), (HELDOUT_ITEMS, TRAIN_ITEMS, "items")):
