@@ -29,15 +29,15 @@ $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout3_pool
   --out tests/data/chat_heldout3.jsonl
 data=(--split train --augment --grammar --positions --restate --wide-items --variety)
 # The tokenizer first (from conversations without --vocab-pieces), then the training sets, whose
-# made-up words are partly glued from its tokens.
+# made-up words are partly glued from its tokens, with phrasings written apart from the
+# generator and the held-out pools (--paraphrases: tools/train/paraphrases/*.json).
 $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
-data+=(--vocab-pieces "$work/tokenizer.json")
+data+=(--vocab-pieces "$work/tokenizer.json" --paraphrases)
 $py $t/gen_data.py "${data[@]}" --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails
-# (--arith-frames, --ask-frames), and phrasings written apart from the generator and the
-# held-out pools (--paraphrases: tools/train/paraphrases/*.json).
-$py $t/gen_data.py "${data[@]}" --distractors --arith-frames --ask-frames --paraphrases --count 30000 --seed 2 \
+# (--arith-frames, --ask-frames).
+$py $t/gen_data.py "${data[@]}" --distractors --arith-frames --ask-frames --count 30000 --seed 2 \
   --out "$work/train-distractors.jsonl"
 start=$(date +%s)
 # Two warmup + cosine schedules, steps of 4096 tokens, forward passes in bf16. Both training
