@@ -649,11 +649,17 @@ def compound_item(rng):
     return head + (" " if rng.random() < 0.5 else "") + rng.choice(TRAIN_ITEMS)
 
 
+@functools.cache
+def heldout_pool_docs():
+    """Every held-out pool file (tests/data/chat_heldout*_pools.json), parsed once."""
+    files = pathlib.Path(__file__).resolve().parents[2].glob("tests/data/chat_heldout*_pools.json")
+    return tuple(json.loads(f.read_text()) for f in sorted(files))
+
+
 def heldout_strings(*path):
     """Lower-cased entries under `path` (keys, e.g. "np_leads" or "facts", "city", "state") of every
-    held-out pool file (tests/data/chat_heldout*_pools.json): training frames leave them out."""
-    files = pathlib.Path(__file__).resolve().parents[2].glob("tests/data/chat_heldout*_pools.json")
-    return {h.lower() for f in sorted(files) for h in functools.reduce(dict.get, path, json.loads(f.read_text()))}
+    held-out pool file: training frames leave them out."""
+    return {h.lower() for doc in heldout_pool_docs() for h in functools.reduce(dict.get, path, doc)}
 
 
 def extend_unless_heldout(pool, key, frames):
