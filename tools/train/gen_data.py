@@ -702,13 +702,14 @@ def placeholders_fit(text, part):
     return fields in PLACEHOLDERS.get(part, [[]])
 
 
-def add_paraphrases(share=1 / 3):
-    """Every paraphrase file's entries added to the training pools, less entries with wrong
+def add_paraphrases(pattern="*.json", share=1 / 3):
+    """The entries of every paraphrase file matching `pattern` added to the training pools, less entries with wrong
     placeholders and those near() a held-out entry of the pool (so that a held-out phrasing is
     not one word away from a trained one). Where a pool holds many built-in frames
     (hundreds composed from parts) the paraphrases enter it several times, so that they make at
     least `share` of its draws."""
-    files = sorted(PARAPHRASE_DIR.glob("*.json"))
+    files = sorted(PARAPHRASE_DIR.glob(pattern))
+    assert files, f"no paraphrase file matches {PARAPHRASE_DIR / pattern}"
     docs = [json.loads(f.read_text()) for f in files]
     pools = [(FACTS[kind][part], ("facts", kind, part), part) for kind in FACTS for part in ("state", "np", "wh", "ask")]
     pools += [(pool, (key,), key) for pool, key in PHRASE_POOLS]
@@ -727,9 +728,10 @@ def add_paraphrases(share=1 / 3):
             pool["train"].extend(new * copies)
 
 
-def extend_training_pools(opts):
+def extend_training_pools(opts, paraphrase_files="*.json"):
     """The training pools --augment draws from, and what the options in `opts` (gen_data.py's
-    flags, spelt with underscores: "wide", "arith_frames", ...) add to them."""
+    flags, spelt with underscores: "wide", "arith_frames", ...) add to them; "paraphrases" adds
+    the paraphrase files matching the glob `paraphrase_files`."""
     for pool, more in EXTRA:
         pool.extend(more)
     for kind, extra in FACT_EXTRA.items():
@@ -764,7 +766,7 @@ def extend_training_pools(opts):
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
     if "paraphrases" in opts:
-        add_paraphrases()
+        add_paraphrases(paraphrase_files)
 
 
 def load_heldout_pools(path):
@@ -832,9 +834,10 @@ def main():
                     help="with --augment: sums composed from ~30 leads, 7 expressions and 15 tails")
     ap.add_argument("--ask-frames", action="store_true",
                     help="with --augment: questions composed from ~25 leads, the fact's noun phrase and ~18 tails")
-    ap.add_argument("--paraphrases", action="store_true",
-                    help="with --augment: phrasings from tools/train/paraphrases/*.json (written apart from this "
-                         "script and the held-out pools), at least a third of each pool's draws")
+    ap.add_argument("--paraphrases", nargs="?", const="*.json", metavar="GLOB",
+                    help="with --augment: phrasings from the files of tools/train/paraphrases/ matching GLOB (all "
+                         "when omitted; written apart from this script and the held-out pools), at least a third "
+                         "of each pool's draws")
     ap.add_argument("--vocab-pieces", metavar="TOKENIZER_JSON",
                     help="with --augment: 40%% of made-up words glued from this tokenizer's letter-only tokens")
     ap.add_argument("--heldout-pools", metavar="JSON",
@@ -848,7 +851,8 @@ def main():
     if args.augment:
         assert args.split == "train", "the held-out set is never augmented"
         extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety",
-                                           "arith_frames", "ask_frames", "paraphrases") if getattr(args, k)})
+                                           "arith_frames", "ask_frames", "paraphrases") if getattr(args, k)},
+                              args.paraphrases or "*.json")
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
             AUG["wide"] = args.wide
