@@ -31,7 +31,7 @@ $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout3_pool
 data=(--split train --augment --grammar --positions --restate --wide-items --variety)
 # The tokenizer first (from conversations without --vocab-pieces), then the training sets, whose
 # made-up words are partly glued from its tokens, with phrasings written apart from the
-# generator and the held-out pools (--paraphrases: tools/train/paraphrases/writer[1-3].json).
+# generator and the held-out pools (--paraphrases: tools/train/paraphrases/).
 $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
 # Writers 1-3 only: writers 4-6 (session 26) are not in the committed model (tools/train/README.md).

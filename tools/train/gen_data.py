@@ -703,9 +703,9 @@ def placeholders_fit(text, part):
 
 
 def add_paraphrases(pattern="*.json", share=1 / 3):
-    """The entries of every paraphrase file matching `pattern` added to the training pools, less entries with wrong
-    placeholders and those near() a held-out entry of the pool (so that a held-out phrasing is
-    not one word away from a trained one). Where a pool holds many built-in frames
+    """The entries of every paraphrase file matching `pattern` added to the training pools, less
+    entries with wrong placeholders and those near() a held-out entry of the pool (so that a
+    held-out phrasing is not one word away from a trained one). Where a pool holds many built-in frames
     (hundreds composed from parts) the paraphrases enter it several times, so that they make at
     least `share` of its draws."""
     files = sorted(PARAPHRASE_DIR.glob(pattern))
