@@ -702,7 +702,7 @@ def placeholders_fit(text, part):
     return fields in PLACEHOLDERS.get(part, [[]])
 
 
-def add_paraphrases(pattern="*.json", share=1 / 3):
+def add_paraphrases(pattern, share=1 / 3):
     """The entries of every paraphrase file matching `pattern` added to the training pools, less
     entries with wrong placeholders and those near() a held-out entry of the pool (so that a
     held-out phrasing is not one word away from a trained one). Where a pool holds many built-in frames
@@ -728,7 +728,7 @@ def add_paraphrases(pattern="*.json", share=1 / 3):
             pool["train"].extend(new * copies)
 
 
-def extend_training_pools(opts, paraphrase_files="*.json"):
+def extend_training_pools(opts, paraphrase_files=None):
     """The training pools --augment draws from, and what the options in `opts` (gen_data.py's
     flags, spelt with underscores: "wide", "arith_frames", ...) add to them; "paraphrases" adds
     the paraphrase files matching the glob `paraphrase_files`."""
@@ -852,7 +852,7 @@ def main():
         assert args.split == "train", "the held-out set is never augmented"
         extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety",
                                            "arith_frames", "ask_frames", "paraphrases") if getattr(args, k)},
-                              args.paraphrases or "*.json")
+                              args.paraphrases)
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
             AUG["wide"] = args.wide
