@@ -34,12 +34,13 @@ data=(--split train --augment --grammar --positions --restate --wide-items --var
 # generator and the held-out pools (--paraphrases: tools/train/paraphrases/).
 $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
-# Writers 1-3 only: writers 4-6 (session 26) are not in the committed model (tools/train/README.md).
-data+=(--vocab-pieces "$work/tokenizer.json" --paraphrases 'writer[1-3].json')
-$py $t/gen_data.py "${data[@]}" --count 70000 --seed 1 --out "$work/train.jsonl"
+# Phase 1's set has the phrasings of writers 1-3, phase 2's those of all six (writers 4-6 came
+# later; with them in phase 1 too the model was not retrained, tools/train/README.md).
+data+=(--vocab-pieces "$work/tokenizer.json")
+$py $t/gen_data.py "${data[@]}" --paraphrases 'writer[1-3].json' --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails
 # (--arith-frames, --ask-frames).
-$py $t/gen_data.py "${data[@]}" --distractors --arith-frames --ask-frames --count 30000 --seed 2 \
+$py $t/gen_data.py "${data[@]}" --paraphrases --distractors --arith-frames --ask-frames --count 30000 --seed 2 \
   --out "$work/train-distractors.jsonl"
 start=$(date +%s)
 # Two warmup + cosine schedules, steps of 4096 tokens, forward passes in bf16. Both training
@@ -56,7 +57,7 @@ arch=(--n-embd 320 --n-ff 896 --n-head 5 --n-head-kv 5 --n-layer 6 --attn-layers
       --tokenizer "$work/tokenizer.json" --save-every 100 --batch-tokens 4096 --bf16)
 $py $t/train.py "${arch[@]}" --data "$work/train.jsonl" --lr 2e-3 --steps 3600 --stop-after 2400 --seed 1 \
   --out "$work/model-phase1.pt" | tee "$work/train-phase1.log"
-$py $t/train.py "${arch[@]}" --data "$work/train-distractors.jsonl" --lr 1e-3 --steps 1300 --seed 2 \
+$py $t/train.py "${arch[@]}" --data "$work/train-distractors.jsonl" --lr 1e-3 --steps 1300 --seed 3 \
   --init-from "$work/model-phase1.pt" --out "$work/model.pt" | tee "$work/train.log"
 echo "training took $(( $(date +%s) - start )) s"
 $py $t/export_gguf.py --checkpoint "$work/model.pt" --tokenizer "$work/tokenizer.json" \
