@@ -7,8 +7,9 @@
 # Dependencies (Debian 12): apt-get install python3-torch python3-regex python3-numpy
 # Optional, much faster (Debian's torch otherwise uses the reference BLAS):
 #   apt-get install libopenblas0-pthread  (used for this script only, via LD_LIBRARY_PATH)
-# Training takes 115 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (bf16 matmuls; ~57 on a
-# 2-core Zen 5 VM, from its steps' times; tools/train/README.md); intermediate files go to build-train/.
+# Training takes about 66 minutes on two cores (a Zen 5 VM, bf16 matmuls; 117-132 minutes on a 2-core
+# Intel Xeon VM with AVX512_BF16, tools/train/README.md); intermediate
+# files go to build-train/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 py=/usr/bin/python3
@@ -34,7 +35,7 @@ data=(--split train --augment --grammar --positions --restate --wide-items --var
 $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
 # Phase 1's set has the phrasings of writers 1-3, phase 2's those of all six (writers 4-6 came
-# later, and only phase 2 was rerun with them; tools/train/README.md).
+# later; with them in phase 1 too the model was not retrained, tools/train/README.md).
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --paraphrases 'writer[1-3].json' --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails
@@ -56,7 +57,7 @@ arch=(--n-embd 320 --n-ff 896 --n-head 5 --n-head-kv 5 --n-layer 6 --attn-layers
       --tokenizer "$work/tokenizer.json" --save-every 100 --batch-tokens 4096 --bf16)
 $py $t/train.py "${arch[@]}" --data "$work/train.jsonl" --lr 2e-3 --steps 3600 --stop-after 2400 --seed 1 \
   --out "$work/model-phase1.pt" | tee "$work/train-phase1.log"
-$py $t/train.py "${arch[@]}" --data "$work/train-distractors.jsonl" --lr 1e-3 --steps 900 --seed 3 \
+$py $t/train.py "${arch[@]}" --data "$work/train-distractors.jsonl" --lr 1e-3 --steps 1300 --seed 3 \
   --init-from "$work/model-phase1.pt" --out "$work/model.pt" | tee "$work/train.log"
 echo "training took $(( $(date +%s) - start )) s"
 $py $t/export_gguf.py --checkpoint "$work/model.pt" --tokenizer "$work/tokenizer.json" \
