@@ -227,13 +227,16 @@ TEST_F(ChatModel, SkillsOnHeldOutConversationsSameWithCacheOnAndOff) {
 }
 
 // `warmstart chat` with piped stdin: one reply line per non-empty input line, nothing else on
-// stdout, and the embedded model found without -m.
+// stdout, the embedded model found without -m, and the first conversation a newcomer types
+// answered right (a retrained model that forgot the city here was not landed, session 27).
 TEST_F(ChatModel, ChatCliScriptedOneLinePerMessage) {
   ASSERT_TRUE(fs::exists(WS_BINARY)) << WS_BINARY;
   const fs::path input = fs::temp_directory_path() / ("ws_chat_input_" + std::to_string(::getpid()) + ".txt");
   {
     std::ofstream f(input);
-    f << "My name is Anna.\n\nWhat is 3 + 4?\n   \nWhat is my name?\n";
+    // The conversation README.md and issue 25 show a newcomer, with blank lines (skipped).
+    f << "Hi, my name is Dana and I live in Lisbon.\n\nWhat is 3 plus 4?\n   \nWhere do I live?\n"
+         "What is my name?\n";
   }
   const std::string cmd = std::string("\"") + WS_BINARY + "\" chat -t 2 < \"" + input.string() + "\" 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
@@ -250,8 +253,12 @@ TEST_F(ChatModel, ChatCliScriptedOneLinePerMessage) {
     ASSERT_NE(e, std::string::npos) << "the output must end with a newline: " << out;
     lines.push_back(out.substr(s, e - s));
   }
-  ASSERT_EQ(lines.size(), 3u) << out;
-  for (const auto& l : lines) EXPECT_FALSE(l.empty());
+  ASSERT_EQ(lines.size(), 4u) << out;
+  // What the user said is the truth each reply is checked against.
+  EXPECT_NE(lines[0].find("Dana"), std::string::npos) << out;
+  EXPECT_NE(lines[1].find("7"), std::string::npos) << out;
+  EXPECT_NE(lines[2].find("Lisbon"), std::string::npos) << out;
+  EXPECT_NE(lines[3].find("Dana"), std::string::npos) << out;
 }
 
 }  // namespace
