@@ -228,7 +228,7 @@ TEST_F(ChatModel, SkillsOnHeldOutConversationsSameWithCacheOnAndOff) {
 
 // `warmstart chat` with piped stdin: one reply line per non-empty input line, nothing else on
 // stdout, the embedded model found without -m, and the first conversation a newcomer types
-// answered right (a retrained model that forgot the city here was not landed, session 27).
+// answered right.
 TEST_F(ChatModel, ChatCliScriptedOneLinePerMessage) {
   ASSERT_TRUE(fs::exists(WS_BINARY)) << WS_BINARY;
   const fs::path input = fs::temp_directory_path() / ("ws_chat_input_" + std::to_string(::getpid()) + ".txt");

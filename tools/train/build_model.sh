@@ -35,7 +35,7 @@ data=(--split train --augment --grammar --positions --restate --wide-items --var
 $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
 # Phase 1's set has the phrasings of writers 1-3, phase 2's those of all six (writers 4-6 came
-# later; with them in phase 1 too the model was not retrained, tools/train/README.md).
+# later, and only phase 2 was rerun with them; tools/train/README.md).
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --paraphrases 'writer[1-3].json' --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails

@@ -709,7 +709,8 @@ def add_paraphrases(pattern, share=1 / 3):
     (hundreds composed from parts) the paraphrases enter it several times, so that they make at
     least `share` of its draws."""
     files = sorted(PARAPHRASE_DIR.glob(pattern))
-    assert files, f"no paraphrase file matches {PARAPHRASE_DIR / pattern}"
+    if not files:
+        raise SystemExit(f"--paraphrases: no file matches {PARAPHRASE_DIR / pattern}")
     docs = [json.loads(f.read_text()) for f in files]
     pools = [(FACTS[kind][part], ("facts", kind, part), part) for kind in FACTS for part in ("state", "np", "wh", "ask")]
     pools += [(pool, (key,), key) for pool, key in PHRASE_POOLS]
@@ -730,8 +731,8 @@ def add_paraphrases(pattern, share=1 / 3):
 
 def extend_training_pools(opts, paraphrase_files=None):
     """The training pools --augment draws from, and what the options in `opts` (gen_data.py's
-    flags, spelt with underscores: "wide", "arith_frames", ...) add to them; "paraphrases" adds
-    the paraphrase files matching the glob `paraphrase_files`."""
+    flags, spelt with underscores: "wide", "arith_frames", ...) add to them, and the paraphrase
+    files matching the glob `paraphrase_files` (none when it is None)."""
     for pool, more in EXTRA:
         pool.extend(more)
     for kind, extra in FACT_EXTRA.items():
@@ -765,7 +766,7 @@ def extend_training_pools(opts, paraphrase_files=None):
     if "distractors" in opts:
         for kind, more in FACT_TRAILING.items():
             FACTS[kind]["state"]["train"].extend(more)
-    if "paraphrases" in opts:
+    if paraphrase_files:
         add_paraphrases(paraphrase_files)
 
 
@@ -851,7 +852,7 @@ def main():
     if args.augment:
         assert args.split == "train", "the held-out set is never augmented"
         extend_training_pools({k for k in ("wide", "grammar", "positions", "wide_items", "distractors", "variety",
-                                           "arith_frames", "ask_frames", "paraphrases") if getattr(args, k)},
+                                           "arith_frames", "ask_frames") if getattr(args, k)},
                               args.paraphrases)
         AUG.update(random_letters=0.5, made_up_items=0.3, echo_made_up=0.6, echo_extra=0.3)
         if args.wide:
