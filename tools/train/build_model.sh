@@ -29,7 +29,7 @@ $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout2_pool
 $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout3_pools.json --per-length 60 --seed 13 \
   --out tests/data/chat_heldout3.jsonl
 # Set 4's pools were written after the committed model was trained, less every entry near()
-# a phrasing of its training pools (so that adding them leaves both training sets as they were).
+# a phrasing of its training pools (filter_pools.py: so that adding them leaves both training sets as they were).
 $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout4_pools.json --per-length 60 --seed 17 \
   --out tests/data/chat_heldout4.jsonl
 data=(--split train --augment --grammar --positions --restate --wide-items --variety)
