@@ -36,6 +36,19 @@ class Config:
         return dict(self.__dict__)
 
 
+def causal_attention(q, k, v, chunk=256):
+    """softmax(q k^T + causal mask) v for q, k, v (B, H, T, D), q already scaled; (B, H, T, D).
+    Queries go in blocks of `chunk`: block [s, e) scores only keys [0, e), since every later key
+    is masked for it anyway (same result, ~2/3 of the T x T work on a training batch)."""
+    T, out = q.shape[2], []
+    for s in range(0, T, chunk):
+        e = min(T, s + chunk)
+        scores = q[:, :, s:e] @ k[:, :, :e].transpose(-1, -2)  # (B, H, e - s, e)
+        future = torch.ones(e - s, e, dtype=torch.bool).triu(s + 1)  # key j > query s + i
+        out.append(torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1) @ v[:, :, :e])
+    return torch.cat(out, dim=2)
+
+
 class Block(nn.Module):
     def __init__(self, cfg, attention):
         super().__init__()
@@ -61,7 +74,7 @@ class Block(nn.Module):
     def short_conv(self, u):
         d = self.cfg.n_embd
         bcx = self.in_proj(u)
-        b, c, h = bcx[..., :d], bcx[..., d:2 * d], bcx[..., 2 * d:]
+        b, c, h = bcx.split(d, dim=-1)  # (B, T, d) each; split's backward is a cat, slicing's a zero fill
         bx = (b * h).transpose(1, 2)                     # (B, d, T)
         y = F.conv1d(F.pad(bx, (2, 0)), self.conv.unsqueeze(1), groups=d)  # y_t = sum_k w[k] bx_{t-2+k}
         return self.out_proj(c * y.transpose(1, 2))
@@ -74,16 +87,16 @@ class Block(nn.Module):
         v = self.attn_v(u).view(B, T, KV, D)
 
         def rope(x):  # NEOX: rotate (x[i], x[i + D/2])
-            x0, x1 = x[..., :D // 2], x[..., D // 2:]
+            x0, x1 = x.chunk(2, dim=-1)
             return torch.cat([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1)
 
-        q, k = rope(q).transpose(1, 2), rope(k).transpose(1, 2)  # (B, H, T, D)
-        v = v.transpose(1, 2)
-        k = k.repeat_interleave(H // KV, dim=1)  # q head h uses kv head h // (H/KV)
-        v = v.repeat_interleave(H // KV, dim=1)
-        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        o = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1) @ v
+        # (B, H, T, D); the scale goes on q (T x D), not on the T x T scores
+        q = rope(q).transpose(1, 2) * (1.0 / math.sqrt(D))
+        k, v = rope(k).transpose(1, 2), v.transpose(1, 2)
+        if H != KV:
+            k = k.repeat_interleave(H // KV, dim=1)  # q head h uses kv head h // (H/KV)
+            v = v.repeat_interleave(H // KV, dim=1)
+        o = causal_attention(q, k, v)
         return self.attn_output(o.transpose(1, 2).reshape(B, T, H * D))
 
     def forward(self, x, cos, sin):
@@ -118,12 +131,19 @@ class LFM2(nn.Module):
         # shape (T, 1, D/2) to broadcast over (B, T, H, D/2)
         return theta.cos().float()[:, None, :], theta.sin().float()[:, None, :]
 
-    def forward(self, ids):
+    def hidden(self, ids):
+        """ids (B, T) -> the LM head's input (B, T, n_embd)."""
         cos, sin = self.rope_tables(ids.shape[1])
         x = self.token_embd(ids)
         for blk in self.blocks:
             x = blk(x, cos, sin)
-        x = rms_norm(x, self.token_embd_norm, self.cfg.eps)
+        return rms_norm(x, self.token_embd_norm, self.cfg.eps)
+
+    def head(self, x):
+        """(..., n_embd) -> logits (..., n_vocab), the tied embedding matrix."""
         if self.round_head_input:
             x = x.half().float()
         return x @ self.token_embd.weight.T
+
+    def forward(self, ids):
+        return self.head(self.hidden(ids))

@@ -132,9 +132,10 @@ def main():
         ids, tgt = collate(data, queue.pop())
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
+        learn = tgt != -100  # (B, T): ~1/4 of the tokens; the LM head runs on those rows only
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            logits = model(ids)
-        loss = F.cross_entropy(logits.float().view(-1, cfg.n_vocab), tgt.view(-1), ignore_index=-100)
+            logits = model.head(model.hidden(ids)[learn])  # (n_learn, n_vocab)
+        loss = F.cross_entropy(logits.float(), tgt[learn])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
