@@ -7,11 +7,14 @@ The user messages of each conversation are piped in and the model's own replies 
 history, as in a real chat. A check passes when the reply to its user message contains
 every string of its `expect`. Prints accuracy per skill and per conversation length; every
 conversation runs twice, with the prefix cache on and off, and the replies must be identical.
+Each missed recall is also traced to where it went wrong: the reply to the message that stated
+the fact (which repeats it) already had it wrong, or it was right then and lost later.
 --show prints the failures.
 """
 import argparse
 import collections
 import json
+import re
 import subprocess
 import sys
 
@@ -25,6 +28,15 @@ def replies(args, users, cache_mb):
     return out
 
 
+def acknowledged(msgs, user_idx, reply_of, check):
+    """Whether the reply to the user message that stated the checked value (the last one before
+    the question holding its first word, case-insensitive) repeats it; None if no message does."""
+    value = check["expect"][0].strip().rstrip(".").lower()
+    first = re.compile(rf"\b{re.escape(re.split(r',| and ', value)[0])}\b")
+    stated = [i for i in user_idx if i < check["turn"] and first.search(msgs[i]["content"].lower())]
+    return value in reply_of[stated[-1]].lower() if stated else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--warmstart", default="build/warmstart")
@@ -36,6 +48,7 @@ def main():
     total, good = collections.Counter(), collections.Counter()  # keys: (skill, turns)
     fact_total, fact_good = collections.Counter(), collections.Counter()  # recall checks, keys: fact
     differ = 0
+    misses = collections.Counter()  # missed recalls by acknowledged(): True, False, None
     with open(args.data) as f:
         convs = [json.loads(line) for line in f if line.strip()]
     for conv in convs:
@@ -54,6 +67,8 @@ def main():
             if c["kind"] == "recall":
                 fact_total[c["fact"]] += 1
                 fact_good[c["fact"]] += ok
+                if not ok:
+                    misses[acknowledged(msgs, user_idx, reply_of, c)] += 1
             if args.show and not ok:
                 print(f"MISS [{c['kind']}, {conv['turns']} turns] {msgs[c['turn']]['content']!r} -> {reply!r} "
                       f"(expected {c['expect']})")
@@ -67,6 +82,8 @@ def main():
             row += f"{f'{g}/{t} {100 * g / t:.1f}%' if t else '-':>16s}"
         print(row)
     print("recall per fact: " + ", ".join(f"{k} {fact_good[k]}/{fact_total[k]}" for k in sorted(fact_total)))
+    print(f"missed recalls: {sum(misses.values())}, of them acknowledged wrongly when stated {misses[False]}, "
+          f"acknowledged right and lost later {misses[True]}, statement not found {misses[None]}")
     print(f"conversations whose replies differ with the cache on and off: {differ}/{len(convs)}")
     return 1 if differ else 0
 
