@@ -7,7 +7,7 @@
 # Dependencies (Debian 12): apt-get install python3-torch python3-regex python3-numpy
 # Optional, much faster (Debian's torch otherwise uses the reference BLAS):
 #   apt-get install libopenblas0-pthread  (used for this script only, via LD_LIBRARY_PATH)
-# Training takes 106 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (the whole script 109;
+# Training takes 98 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (the whole script ~101;
 # ~66 minutes on a 2-core Zen 5 VM with the recipe before, tools/train/README.md); intermediate
 # files go to build-train/.
 set -euo pipefail

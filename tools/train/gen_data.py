@@ -392,22 +392,26 @@ def chatter(rng):
     return f"My {rng.choice(CHATTER_SUBJECTS)} {rng.choice(CHATTER_DID)} {rng.choice(CHATTER_WHEN)}."
 
 
-def lower_first(text):
-    return text if text.startswith(("I ", "I'")) else text[:1].lower() + text[1:]
+def lower_first(text, keep=()):
+    """text with its first letter lower-cased, as it no longer opens a sentence; but "I" and a
+    capitalised stated value (keep: the values) stay as they are: "Um, Aoife is my name", not "aoife"."""
+    if text.startswith(("I ", "I'")) or any(v[:1].isupper() and text.startswith(v) for v in keep):
+        return text
+    return text[:1].lower() + text[1:]
 
 
-def after(opener, text):
+def after(opener, text, keep=()):
     """text after an opener: lower-cased first letter unless the opener ends a sentence."""
-    return opener + (text if opener.rstrip()[-1:] in ".!?" else lower_first(text))
+    return opener + (text if opener.rstrip()[-1:] in ".!?" else lower_first(text, keep))
 
 
-def wrap(rng, text, split, p_open=0.35, p_close=0.25):
+def wrap(rng, text, split, p_open=0.35, p_close=0.25, keep=()):
     """The core sentence with an optional opener/closer (and, in training, small talk around it)."""
     if rng.random() < p_open:
         if split == "train" and rng.random() < 0.3:
             text = chatter(rng) + " " + text
         else:
-            text = after(rng.choice(OPENERS[split]), text)
+            text = after(rng.choice(OPENERS[split]), text, keep)
     if rng.random() < p_close:
         text += " " + chatter(rng) if split == "train" and rng.random() < 0.3 else rng.choice(CLOSERS[split])
     return text
@@ -451,7 +455,9 @@ def state_text(rng, kinds, values, split):
         return parts[0] + "."
     if rng.random() < 0.5:
         return " ".join(p + "." for p in parts)
-    return ", ".join([parts[0]] + [lower_first(p) for p in parts[1:-1]]) + " and " + lower_first(parts[-1]) + "."
+    keep = tuple(values[k] for k in kinds)
+    return (", ".join([parts[0]] + [lower_first(p, keep) for p in parts[1:-1]]) + " and "
+            + lower_first(parts[-1], keep) + ".")
 
 
 def ack_text(kinds, values):
@@ -472,6 +478,8 @@ def filler_turn(rng, split):
     if r < 0.25:
         a, b = rng.randint(0, 9), rng.randint(0, 9)
         sub = rng.random() < 0.5
+        if sub and a < b:  # single-digit subtraction without negative answers
+            a, b = b, a
         q = rng.choice((ARITH_SUB if sub else ARITH)[split]).format(a=a, b=b)
         return wrap(rng, q, split, 0.15, 0.1), f"The answer is {a - b if sub else a + b}.", "arithmetic"
     if r < 0.4 and AUG["wide"] and rng.random() < AUG["wide"]:
@@ -535,9 +543,10 @@ def conversation(rng, split, n_turns, aug=None):
         check, verbatim = None, False
         if t in states:
             ks = states[t]
-            user = wrap(rng, state_text(rng, ks, values, split), split)
+            keep = tuple(values[k] for k in ks)
+            user = wrap(rng, state_text(rng, ks, values, split), split, keep=keep)
             if t == 0 and rng.random() < 0.3:
-                user = after(rng.choice(HELLO_OPENERS[split]), user)
+                user = after(rng.choice(HELLO_OPENERS[split]), user, keep)
             reply = ack_text(ks, values)
         elif t in asks and isinstance(asks[t], tuple):
             user, reply = wrap(rng, ask_text(rng, asks[t][1], split), split), UNKNOWN_REPLY
@@ -555,7 +564,7 @@ def conversation(rng, split, n_turns, aug=None):
             if kind in FILLER_EXPECT:
                 check = {"kind": kind, "expect": [FILLER_EXPECT[kind](reply)]}
         if aug:
-            user = augment(aug, user, t in states or verbatim)
+            user = augment(aug, user, t in states or verbatim, tuple(values[k] for k in states.get(t, ())))
         if check:
             checks.append({"turn": len(msgs), **check})
         msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
@@ -600,11 +609,11 @@ FILLERS = words("please again now exactly just actually really then maybe kindly
                 "perhaps even simply")
 
 
-def augment(rng, text, verbatim):
+def augment(rng, text, verbatim, keep=()):
     """Noise around a user message; one whose words the reply copies (facts stated, words to
-    repeat) only gets a lead-in."""
+    repeat) only gets a lead-in. keep: the values it states (lower_first)."""
     if rng.random() < 0.25:
-        text = after(rng.choice(LEADINS), text) if rng.random() < 0.7 else chatter(rng) + " " + text
+        text = after(rng.choice(LEADINS), text, keep) if rng.random() < 0.7 else chatter(rng) + " " + text
     if verbatim:
         return text
     if rng.random() < 0.15:
@@ -750,7 +759,9 @@ def extend_training_pools(opts, paraphrase_files=None):
         add_training_frames("state", lambda kind: composed_frames(kind, STATE_PATTERNS) + STATE_VERBS[kind])
         add_training_frames("ask", lambda kind: ASK_GRAMMAR[kind])
     if "positions" in opts:
-        add_training_frames("state", lambda kind: composed_frames(kind, STATE_VALUE_FIRST))
+        # twice: a value opening the sentence is where the model misread most (its first letter
+        # capitalised, "Pink has always been my colour"; tools/train/README.md, session 31)
+        add_training_frames("state", lambda kind: composed_frames(kind, STATE_VALUE_FIRST) * 2)
     if "variety" in opts:
         add_training_frames("state", variety_frames)
         TRAILERS.extend(VARIETY_TRAILERS)
