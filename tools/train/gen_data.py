@@ -540,10 +540,10 @@ def conversation(rng, split, n_turns, aug=None):
     values = {k: FACTS[k]["draw"](rng, split) for ks in states.values() for k in ks}
     msgs, checks = [], []
     for t in range(n_turns):
-        check, verbatim = None, False
+        check, verbatim, keep = None, False, ()
         if t in states:
             ks = states[t]
-            keep = tuple(values[k] for k in ks)
+            keep = tuple(values[k] for k in ks)  # stated values keep their case (lower_first)
             user = wrap(rng, state_text(rng, ks, values, split), split, keep=keep)
             if t == 0 and rng.random() < 0.3:
                 user = after(rng.choice(HELLO_OPENERS[split]), user, keep)
@@ -564,7 +564,7 @@ def conversation(rng, split, n_turns, aug=None):
             if kind in FILLER_EXPECT:
                 check = {"kind": kind, "expect": [FILLER_EXPECT[kind](reply)]}
         if aug:
-            user = augment(aug, user, t in states or verbatim, tuple(values[k] for k in states.get(t, ())))
+            user = augment(aug, user, t in states or verbatim, keep)
         if check:
             checks.append({"turn": len(msgs), **check})
         msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
