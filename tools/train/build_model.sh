@@ -7,7 +7,7 @@
 # Dependencies (Debian 12): apt-get install python3-torch python3-regex python3-numpy
 # Optional, much faster (Debian's torch otherwise uses the reference BLAS):
 #   apt-get install libopenblas0-pthread  (used for this script only, via LD_LIBRARY_PATH)
-# Training takes 98 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (the whole script ~101;
+# Training takes 93 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (the whole script ~94;
 # ~66 minutes on a 2-core Zen 5 VM with the recipe before, tools/train/README.md); intermediate
 # files go to build-train/.
 set -euo pipefail
@@ -43,8 +43,9 @@ data=(--split train --augment --grammar --positions --restate --wide-items --var
 # generator and the held-out pools (--paraphrases: tools/train/paraphrases/).
 $py $t/gen_data.py "${data[@]}" --count 8000 --seed 3 --out "$work/bpe-corpus.jsonl"
 $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab 1536 --out "$work/tokenizer.json"
-# Phase 1's set has the phrasings of writers 1-3, phase 2's those of all six (writers 4-6 came
-# later, and only phase 2 was rerun with them; tools/train/README.md).
+# Phase 1's set has the phrasings of writers 1-3, phase 2's those of writers 1-6 and 10-12 (4-6
+# came later, and only phase 2 was rerun with them; 10-12 wrote greetings and thanks only;
+# tools/train/README.md).
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --paraphrases 'writer[1-3].json' --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails

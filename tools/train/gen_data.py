@@ -678,10 +678,11 @@ def extend_unless_heldout(pool, key, frames):
 
 
 # ---------------------------------------------------------------- paraphrases (--paraphrases)
-# Phrasings written for training by three writers who saw neither this script nor any held-out
-# pool, only a description of the skills (tools/train/paraphrases/*.json, load_heldout_pools'
-# layout without values): the kind of English the held-out sets are written in, which frames
-# composed from parts do not reach.
+# Phrasings written for training by writers who saw neither this script nor any held-out pool,
+# only a description of the skills (tools/train/paraphrases/*.json, load_heldout_pools' layout
+# without values; a file may hold only some of its pools, as writers 10-12's greetings and
+# thanks): the kind of English the held-out sets are written in, which frames composed from
+# parts do not reach.
 PARAPHRASE_DIR = pathlib.Path(__file__).resolve().parent / "paraphrases"
 # Pools of whole phrasings other than the facts', with their key in a pool file (held-out or paraphrase).
 PHRASE_POOLS = ((NP_LEADS, "np_leads"), (WH_LEADS, "wh_leads"), (OPENERS, "openers"), (CLOSERS, "closers"),
@@ -728,7 +729,7 @@ def add_paraphrases(pattern, share=1 / 3):
         seen = {word_set(t) for t in pool["train"]}
         new = []
         for doc in docs:
-            for text in functools.reduce(dict.get, path, doc):
+            for text in functools.reduce(lambda d, key: d.get(key, {}), path, doc) or []:
                 words_of = word_set(text)
                 if placeholders_fit(text, part) and words_of not in seen and not any(near(words_of, h) for h in held):
                     seen.add(words_of)
