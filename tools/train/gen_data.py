@@ -443,7 +443,8 @@ def insert_distractors(rng, text, avoid=None):
     return " ".join(ws)
 
 
-def state_text(rng, kinds, values, split):
+def state_text(rng, kinds, values, split, keep):
+    """The message stating `kinds`; keep: their values, whose case lower_first leaves alone."""
     parts = []
     for k in kinds:
         frame = rng.choice(FACTS[k]["state"][split])
@@ -455,7 +456,6 @@ def state_text(rng, kinds, values, split):
         return parts[0] + "."
     if rng.random() < 0.5:
         return " ".join(p + "." for p in parts)
-    keep = tuple(values[k] for k in kinds)
     return (", ".join([parts[0]] + [lower_first(p, keep) for p in parts[1:-1]]) + " and "
             + lower_first(parts[-1], keep) + ".")
 
@@ -544,7 +544,7 @@ def conversation(rng, split, n_turns, aug=None):
         if t in states:
             ks = states[t]
             keep = tuple(values[k] for k in ks)  # stated values keep their case (lower_first)
-            user = wrap(rng, state_text(rng, ks, values, split), split, keep=keep)
+            user = wrap(rng, state_text(rng, ks, values, split, keep), split, keep=keep)
             if t == 0 and rng.random() < 0.3:
                 user = after(rng.choice(HELLO_OPENERS[split]), user, keep)
             reply = ack_text(ks, values)
