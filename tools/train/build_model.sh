@@ -37,6 +37,10 @@ $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout3_pool
 # a phrasing of its training pools (filter_pools.py: so that adding them leaves both training sets as they were).
 $py $t/gen_data.py --split heldout --heldout-pools tests/data/chat_heldout4_pools.json --per-length 60 --seed 17 \
   --out tests/data/chat_heldout4.jsonl
+# Set 5: set 1's phrasings with names, cities, pets and items of several words and accented
+# letters ("Jan van der Berg", "Rio de Janeiro", "Łódź", "oat milk"), as people type them.
+$py $t/gen_data.py --split heldout --heldout-values tests/data/chat_heldout5_values.json --per-length 60 --seed 19 \
+  --out tests/data/chat_heldout5.jsonl
 data=(--split train --augment --grammar --positions --restate --wide-items --variety)
 # The tokenizer first (from conversations without --vocab-pieces), then the training sets, whose
 # made-up words are partly glued from its tokens, with phrasings written apart from the
@@ -49,8 +53,10 @@ $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --paraphrases 'writer[1-3].json' --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails
-# (--arith-frames, --ask-frames).
-$py $t/gen_data.py "${data[@]}" --paraphrases --distractors --arith-frames --ask-frames --count 30000 --seed 2 \
+# (--arith-frames, --ask-frames), names, cities and pets of several words or with accents
+# (--value-shapes).
+$py $t/gen_data.py "${data[@]}" --paraphrases --distractors --arith-frames --ask-frames --value-shapes \
+  --count 30000 --seed 2 \
   --out "$work/train-distractors.jsonl"
 start=$(date +%s)
 # Two warmup + cosine schedules, steps of 3584 tokens, forward passes in bf16. Both training

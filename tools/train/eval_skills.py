@@ -20,10 +20,12 @@ import sys
 
 
 def replies(args, users, cache_mb):
+    """The model's replies, one per user message; bytes that are not UTF-8 (a model can end a
+    reply inside a character) become U+FFFD, so such a reply is wrong, not a crash."""
     out = subprocess.run([args.warmstart, "chat", "-m", args.model, "-q", "-t", str(args.threads),
                           "--cache-budget-mb", str(cache_mb)],
                          input="".join(u.replace("\n", " ") + "\n" for u in users),
-                         capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+                         capture_output=True, text=True, errors="replace", check=True).stdout.split("\n")[:-1]
     assert len(out) == len(users), (len(out), len(users))
     return out
 

@@ -121,9 +121,11 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 #   tokens of the tokenizer, so that every piece a held-out word may split into (" blue" "b"
 #   "er" "ries") is a copy target about as often as any other; tokens seldom in replies are
 #   the ones the model garbles when copying.
+# value_shapes (--value-shapes): share of names, cities and pets of several words or with an
+#   accented letter (a tenth of list items get one too).
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
        "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0,
-       "vocab_pieces": 0.0}
+       "vocab_pieces": 0.0, "value_shapes": 0.0}
 VOCAB_PIECES = []  # letter-only token strings of --vocab-pieces' tokenizer, leading space removed
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
@@ -151,15 +153,85 @@ def draw_number(rng, split):
             return str(n)
 
 
-def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=()):
+def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=(), shape=None):
+    """shape(rng, w): a value of several words or with accented letters (--value-shapes)."""
     def draw(rng, split):
         if split == "heldout":
             return rng.choice(heldout_pool)
         if rng.random() < made_up:
             w = made_up_word(rng)
-            return w + rng.choice(suffixes) if suffixes and rng.random() < 0.5 else w
-        return rng.choice(train_pool)
+            w = w + rng.choice(suffixes) if suffixes and rng.random() < 0.5 else w
+        else:
+            w = rng.choice(train_pool)
+        if shape and AUG["value_shapes"] and rng.random() < AUG["value_shapes"]:
+            w = shape(rng, w)
+        return w
     return draw
+
+
+# --value-shapes: values as people type them, not one plain word: "Mary Ann Okafor", "Anna-Lena",
+# "New Brovania", "Mr Whiskers", letters with accents ("José", "Malmö"). A value the model has
+# only seen as one ASCII word gets cut at its first space or first accented byte ("Your name
+# is Jos.", "You live in New.").
+ACCENTS = {"a": "áàâäãå", "e": "éèêë", "i": "íìîï", "o": "óòôöõø", "u": "úùûü", "n": "ñń", "c": "çč",
+           "s": "šśș", "z": "žźż", "l": "ł", "y": "ý", "g": "ğ", "r": "ř", "d": "đ"}
+NAME_PARTICLES = words("van de da del von bin al- O' Mc Mac di le la dos ben")
+CITY_BEFORE = words("New San Santa Saint St. Port Fort Lake North South East West El Los Las Mount Cape Old "
+                    "Upper Lower Little Great Bad Porto Villa Ciudad Rio Puerto Sankt Nova")
+CITY_AFTER = words("City Springs Falls Beach Heights Bay Harbour Valley Park Hills Creek Island Junction Bridge "
+                   "Town Point Rapids Crossing Sound")
+CITY_LINKS = words("de del do da upon on-Sea am an der la sur")
+PET_TITLES = words("Mr Mr. Mrs Miss Ms Sir Lady Lord Captain Doctor Dr. Professor Princess Prince King Queen "
+                   "Little Big Baby Major General Admiral Count Duke Duchess Auntie Uncle Señor Madame")
+
+
+def accented(rng, w):
+    """w with one letter swapped for an accented one, keeping its case."""
+    spots = [i for i, c in enumerate(w) if c.lower() in ACCENTS]
+    if not spots:
+        return w
+    i = rng.choice(spots)
+    a = rng.choice(ACCENTS[w[i].lower()])
+    return w[:i] + (a.upper() if w[i].isupper() else a) + w[i + 1:]
+
+
+def another(rng, pool):
+    return rng.choice(pool) if rng.random() < 0.5 else made_up_word(rng)
+
+
+def shaped(forms):
+    """A value-shaping function: an accented letter 40% of the time, then the first of `forms`
+    (cumulative share, function of rng and the value) whose share the draw is under; one word
+    otherwise."""
+    def shape(rng, w):
+        w = accented(rng, w) if rng.random() < 0.4 else w
+        r = rng.random()
+        return next((form(rng, w) for upto, form in forms if r < upto), w)
+    return shape
+
+
+def with_particle(rng, w):
+    p = rng.choice(NAME_PARTICLES)  # "van Dijk", "al-Amin", "O'Neill", "McLeod"
+    glued = p[-1] in "-'" or p in ("Mc", "Mac")
+    return f"{w} {p}{'' if glued else ' '}{another(rng, TRAIN_NAMES)}"
+
+
+def with_link(rng, w):
+    link = rng.choice(CITY_LINKS)  # "Rio de Lima", "Brovania-on-Sea", "Frankfurt am Main"
+    return f"{w}-{link}" if link == "on-Sea" else f"{w} {link} {another(rng, TRAIN_CITIES)}"
+
+
+shape_name = shaped([(0.4, lambda rng, w: f"{w} {another(rng, TRAIN_NAMES)}"),  # first and last name
+                     (0.55, lambda rng, w: f"{w}-{another(rng, TRAIN_NAMES)}"),  # Anna-Lena
+                     (0.7, lambda rng, w: f"{w} {another(rng, TRAIN_NAMES)} {another(rng, TRAIN_NAMES)}"),
+                     (0.8, with_particle)])
+shape_city = shaped([(0.35, lambda rng, w: f"{rng.choice(CITY_BEFORE)} {w}"),
+                     (0.55, lambda rng, w: f"{w} {rng.choice(CITY_AFTER)}"),
+                     (0.7, lambda rng, w: f"{w} {another(rng, TRAIN_CITIES)}"),
+                     (0.8, with_link)])
+shape_pet = shaped([(0.45, lambda rng, w: f"{rng.choice(PET_TITLES)} {w}"),
+                    (0.7, lambda rng, w: f"{w} {another(rng, TRAIN_PETS + TRAIN_NAMES)}"),
+                    (0.8, lambda rng, w: f"{rng.choice(PET_TITLES)} {w} {another(rng, TRAIN_PETS)}")])
 
 
 def draw_list(rng, split):
@@ -168,6 +240,8 @@ def draw_list(rng, split):
         items = [made_up_word(rng).lower() if rng.random() < AUG["made_up_items"] else w for w in items]
     if AUG["compound_items"]:
         items = [compound_item(rng) if rng.random() < AUG["compound_items"] else w for w in items]
+    if AUG["value_shapes"]:
+        items = [accented(rng, w) if rng.random() < AUG["value_shapes"] / 3 else w for w in items]
     if rng.random() < 0.5:
         return ", ".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -179,7 +253,7 @@ def draw_list(rng, split):
 
 FACTS = {
     "name": dict(
-        draw=draw_from(TRAIN_NAMES, HELDOUT_NAMES, made_up=0.5),
+        draw=draw_from(TRAIN_NAMES, HELDOUT_NAMES, made_up=0.5, shape=shape_name),
         state=dict(train=["My name is {x}", "I'm {x}", "Call me {x}", "You can call me {x}", "The name's {x}",
                           "My name's {x}", "{x} here", "This is {x}", "I am called {x}", "Everyone calls me {x}",
                           "People call me {x}", "My first name is {x}", "Name: {x}", "They call me {x}",
@@ -214,7 +288,8 @@ FACTS = {
         answer="Your number is {x}.",
     ),
     "city": dict(
-        draw=draw_from(TRAIN_CITIES, HELDOUT_CITIES, made_up=0.4, suffixes=["ton", "burg", " City", "ville"]),
+        draw=draw_from(TRAIN_CITIES, HELDOUT_CITIES, made_up=0.4, suffixes=["ton", "burg", " City", "ville"],
+                       shape=shape_city),
         state=dict(train=["I live in {x}", "I'm from {x}", "I come from {x}", "My home is in {x}", "My city is {x}",
                           "I live in the city of {x}", "Home for me is {x}", "These days I live in {x}",
                           "My home city is {x}", "I am from {x}", "I grew up in {x} and still live there",
@@ -249,7 +324,7 @@ FACTS = {
         answer="Your favourite colour is {x}.",
     ),
     "pet": dict(
-        draw=draw_from(TRAIN_PETS, HELDOUT_PETS, made_up=0.5),
+        draw=draw_from(TRAIN_PETS, HELDOUT_PETS, made_up=0.5, shape=shape_pet),
         state=dict(train=["My dog is called {x}", "My cat's name is {x}", "I have a pet named {x}",
                           "My pet is called {x}", "Our dog is named {x}", "My pet's name is {x}",
                           "I have a rabbit called {x}", "My hamster is called {x}", "We call our pet {x}",
@@ -791,22 +866,30 @@ def load_heldout_pools(path):
     (case-insensitive) are dropped."""
     with open(path) as f:
         d = json.load(f)
-
-    def fresh(new, *train):
-        seen = {w.lower() for pool in train for w in pool}
-        return [w for w in new if w.lower() not in seen]
-
     for kind, parts in d["facts"].items():
         for part, new in parts.items():
             FACTS[kind][part]["heldout"] = fresh(new, FACTS[kind][part]["train"])
     for pools, key in PHRASE_POOLS + ((COUNTRIES, "countries"), (ECHO, "echo")):
         pools["heldout"] = fresh(d[key], pools["train"])
+    empty = [k for k, parts in FACTS.items() for part in ("state", "np", "wh", "ask") if not parts[part]["heldout"]]
+    empty += ["countries"] if len(COUNTRIES["heldout"]) < 5 else []
+    load_heldout_values(path, d, empty)
+
+
+def fresh(new, *train):
+    """new less the entries any of the train pools holds (case-insensitive)."""
+    seen = {w.lower() for pool in train for w in pool}
+    return [w for w in new if w.lower() not in seen]
+
+
+def load_heldout_values(path, d, empty=()):
+    """Replaces the held-out names, cities, pets and list items with d's "names", "cities",
+    "pets", "items" (less those a training pool holds)."""
     for pool, train, key in ((HELDOUT_NAMES, TRAIN_NAMES, "names"), (HELDOUT_CITIES, TRAIN_CITIES, "cities"),
                              (HELDOUT_PETS, TRAIN_PETS, "pets"), (HELDOUT_ITEMS, TRAIN_ITEMS, "items")):
         pool[:] = fresh(d[key], train)
-    empty = [k for k, parts in FACTS.items() for part in ("state", "np", "wh", "ask") if not parts[part]["heldout"]]
-    empty += [k for k, pool in (("names", HELDOUT_NAMES), ("cities", HELDOUT_CITIES), ("pets", HELDOUT_PETS),
-                                ("items", HELDOUT_ITEMS), ("countries", COUNTRIES["heldout"])) if len(pool) < 5]
+    empty = list(empty) + [k for k, pool in (("names", HELDOUT_NAMES), ("cities", HELDOUT_CITIES),
+                                             ("pets", HELDOUT_PETS), ("items", HELDOUT_ITEMS)) if len(pool) < 5]
     if empty:
         sys.exit(f"{path}: too few entries left once those of the training pools are dropped: {empty}")
 
@@ -853,9 +936,15 @@ def main():
                          "of each pool's draws")
     ap.add_argument("--vocab-pieces", metavar="TOKENIZER_JSON",
                     help="with --augment: 40%% of made-up words glued from this tokenizer's letter-only tokens")
+    ap.add_argument("--value-shapes", action="store_true",
+                    help="with --augment: 30%% of names, cities and pets of several words (\"Mary Ann\", \"New "
+                         "Brovania\", \"Mr Whiskers\") or with an accented letter")
     ap.add_argument("--heldout-pools", metavar="JSON",
                     help="with --split heldout: phrasings and values from this file (layout: load_heldout_pools) "
                          "instead of the built-in held-out pools, less anything a training pool holds")
+    ap.add_argument("--heldout-values", metavar="JSON",
+                    help="with --split heldout: names, cities, pets and list items from this file (keys \"names\", "
+                         "\"cities\", \"pets\", \"items\") instead of the built-in held-out ones")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -877,6 +966,8 @@ def main():
             AUG["restate"] = 1.0
         if args.positions:
             AUG["trailers"] = 0.3
+        if args.value_shapes:
+            AUG["value_shapes"] = 0.3
         if args.vocab_pieces:
             load_vocab_pieces(args.vocab_pieces)
             AUG["vocab_pieces"] = 0.4
@@ -885,6 +976,10 @@ def main():
         assert args.split == "heldout", "--heldout-pools replaces the held-out pools"
         extend_training_pools({"wide", "grammar", "positions", "distractors", "variety"})  # all training can draw from
         load_heldout_pools(args.heldout_pools)
+    if args.heldout_values:
+        assert args.split == "heldout", "--heldout-values replaces held-out values"
+        with open(args.heldout_values) as f:
+            load_heldout_values(args.heldout_values, json.load(f))
     if args.split == "train":
         lengths = [rng.choice([1, 2, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, args.max_turns]) for _ in range(args.count)]
     else:
