@@ -7,7 +7,7 @@
 # Dependencies (Debian 12): apt-get install python3-torch python3-regex python3-numpy
 # Optional, much faster (Debian's torch otherwise uses the reference BLAS):
 #   apt-get install libopenblas0-pthread  (used for this script only, via LD_LIBRARY_PATH)
-# Training takes 93 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (the whole script ~94;
+# Training takes 90 minutes on a 2-core Intel Xeon VM with AVX512_BF16 (the whole script ~92;
 # ~66 minutes on a 2-core Zen 5 VM with the recipe before, tools/train/README.md); intermediate
 # files go to build-train/.
 set -euo pipefail
@@ -53,8 +53,8 @@ $py $t/train_bpe.py --data "$work/bpe-corpus.jsonl" --conversations 8000 --vocab
 data+=(--vocab-pieces "$work/tokenizer.json")
 $py $t/gen_data.py "${data[@]}" --paraphrases 'writer[1-3].json' --count 70000 --seed 1 --out "$work/train.jsonl"
 # Phase 2's set also: sums and questions composed from leads, expressions and tails
-# (--arith-frames, --ask-frames), names, cities and pets of several words or with accents
-# (--value-shapes).
+# (--arith-frames, --ask-frames), names, cities, pets and list items of several words or with
+# accents, unknown words after a stated value, greetings in mid-conversation (--value-shapes).
 $py $t/gen_data.py "${data[@]}" --paraphrases --distractors --arith-frames --ask-frames --value-shapes \
   --count 30000 --seed 2 \
   --out "$work/train-distractors.jsonl"

@@ -121,11 +121,14 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 #   tokens of the tokenizer, so that every piece a held-out word may split into (" blue" "b"
 #   "er" "ries") is a copy target about as often as any other; tokens seldom in replies are
 #   the ones the model garbles when copying.
-# value_shapes (--value-shapes): share of names, cities and pets of several words or with an
-#   accented letter (a tenth of list items get one too).
+# value_shapes (--value-shapes): share of names, cities, pets and list items of several words
+#   or with an accented letter; a tenth of the stated names, cities and pets are followed by an
+#   unknown word (--positions' trailers).
+# late_greetings (--value-shapes): share of unrelated turns that are a greeting (otherwise only
+#   a first turn is; "Hello!" in mid-conversation got "You're welcome!").
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
        "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0,
-       "vocab_pieces": 0.0, "value_shapes": 0.0}
+       "vocab_pieces": 0.0, "value_shapes": 0.0, "late_greetings": 0.0}
 VOCAB_PIECES = []  # letter-only token strings of --vocab-pieces' tokenizer, leading space removed
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
@@ -153,8 +156,9 @@ def draw_number(rng, split):
             return str(n)
 
 
-def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=(), shape=None):
-    """shape(rng, w): a value of several words or with accented letters (--value-shapes)."""
+def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=(), shape=None, key=None):
+    """shape(rng, w): a value of several words or with accented letters (--value-shapes), unless
+    it is one of the held-out values of `key` (heldout_values())."""
     def draw(rng, split):
         if split == "heldout":
             return rng.choice(heldout_pool)
@@ -164,7 +168,8 @@ def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=(), shape=None):
         else:
             w = rng.choice(train_pool)
         if shape and AUG["value_shapes"] and rng.random() < AUG["value_shapes"]:
-            w = shape(rng, w)
+            shaped_w = shape(rng, w)
+            w = w if shaped_w.lower() in heldout_values(key) else shaped_w
         return w
     return draw
 
@@ -173,24 +178,26 @@ def draw_from(train_pool, heldout_pool, made_up=0.0, suffixes=(), shape=None):
 # "New Brovania", "Mr Whiskers", letters with accents ("José", "Malmö"). A value the model has
 # only seen as one ASCII word gets cut at its first space or first accented byte ("Your name
 # is Jos.", "You live in New.").
-ACCENTS = {"a": "áàâäãå", "e": "éèêë", "i": "íìîï", "o": "óòôöõø", "u": "úùûü", "n": "ñń", "c": "çč",
-           "s": "šśș", "z": "žźż", "l": "ł", "y": "ý", "g": "ğ", "r": "ř", "d": "đ"}
-NAME_PARTICLES = words("van de da del von bin al- O' Mc Mac di le la dos ben")
+ACCENTS = {"a": "áàâäãåăą", "e": "éèêëęěẽễ", "i": "íìîïı", "o": "óòôöõøő", "u": "úùûüůű", "n": "ñń",
+           "c": "çč", "s": "šśș", "z": "žźż", "l": "ł", "y": "ý", "g": "ğ", "r": "ř", "d": "đď", "t": "ţťþ"}
+NAME_PARTICLES = words("van de da del von bin al- O' Mc Mac di le la dos ben du y i") + [
+    "van den", "van der", "de la", "de los", "von der"]
 CITY_BEFORE = words("New San Santa Saint St. Port Fort Lake North South East West El Los Las Mount Cape Old "
                     "Upper Lower Little Great Bad Porto Villa Ciudad Rio Puerto Sankt Nova")
 CITY_AFTER = words("City Springs Falls Beach Heights Bay Harbour Valley Park Hills Creek Island Junction Bridge "
                    "Town Point Rapids Crossing Sound")
-CITY_LINKS = words("de del do da upon on-Sea am an der la sur")
+CITY_LINKS = words("de del do da upon on-Sea am an der la sur") + ["de las", "de los", "de la", "an der"]
 PET_TITLES = words("Mr Mr. Mrs Miss Ms Sir Lady Lord Captain Doctor Dr. Professor Princess Prince King Queen "
                    "Little Big Baby Major General Admiral Count Duke Duchess Auntie Uncle Señor Madame")
 
 
 def accented(rng, w):
-    """w with one letter swapped for an accented one, keeping its case."""
+    """w with one letter swapped for an accented one, keeping its case; a capital that takes an
+    accent gets it a third of the time ("Élodie", "Ålesund": the first piece is where copies fail)."""
     spots = [i for i, c in enumerate(w) if c.lower() in ACCENTS]
     if not spots:
         return w
-    i = rng.choice(spots)
+    i = 0 if spots[0] == 0 and w[0].isupper() and rng.random() < 0.33 else rng.choice(spots)
     a = rng.choice(ACCENTS[w[i].lower()])
     return w[:i] + (a.upper() if w[i].isupper() else a) + w[i + 1:]
 
@@ -221,9 +228,10 @@ def with_link(rng, w):
     return f"{w}-{link}" if link == "on-Sea" else f"{w} {link} {another(rng, TRAIN_CITIES)}"
 
 
-shape_name = shaped([(0.4, lambda rng, w: f"{w} {another(rng, TRAIN_NAMES)}"),  # first and last name
-                     (0.55, lambda rng, w: f"{w}-{another(rng, TRAIN_NAMES)}"),  # Anna-Lena
-                     (0.7, lambda rng, w: f"{w} {another(rng, TRAIN_NAMES)} {another(rng, TRAIN_NAMES)}"),
+shape_name = shaped([(0.35, lambda rng, w: f"{w} {another(rng, TRAIN_NAMES)}"),  # first and last name
+                     (0.45, lambda rng, w: f"{w}-{another(rng, TRAIN_NAMES)}"),  # Anna-Lena
+                     (0.55, lambda rng, w: f"{w}-{another(rng, TRAIN_NAMES)} {another(rng, TRAIN_NAMES)}"),
+                     (0.67, lambda rng, w: f"{w} {another(rng, TRAIN_NAMES)} {another(rng, TRAIN_NAMES)}"),
                      (0.8, with_particle)])
 shape_city = shaped([(0.35, lambda rng, w: f"{rng.choice(CITY_BEFORE)} {w}"),
                      (0.55, lambda rng, w: f"{w} {rng.choice(CITY_AFTER)}"),
@@ -234,14 +242,53 @@ shape_pet = shaped([(0.45, lambda rng, w: f"{rng.choice(PET_TITLES)} {w}"),
                     (0.8, lambda rng, w: f"{rng.choice(PET_TITLES)} {w} {another(rng, TRAIN_PETS)}")])
 
 
+# List items as shopping lists hold them: a word in front ("frozen peas"), two words ("rice
+# flour"), three ("whole wheat pasta"), so that an item does not end where a known item word
+# does ("baking soda" was cut to "baking"). No made-up endings: a model that has seen values go
+# on past an unknown lower-case word reads "I'm from Aveiro originally" as the city "Aveiro
+# originally" (tools/train/README.md, session 34).
+ITEM_FRONTS = words("""frozen fresh dried smoked ground sliced grated whole brown white green red black sweet
+sour baking dish hand kitchen garden olive coconut almond peanut sesame sunflower maple chicken beef pork
+vegetable tomato garlic onion lemon lime orange apple cherry strawberry vanilla chocolate cottage goat rice soy
+oat corn wheat rye sourdough paper plastic cotton laundry toilet bath face dog cat bird baby spare instant
+canned tinned skimmed sparkling iced spicy mild salted unsalted organic wholemeal cream""")
+ITEM_ENDS = words("""sauce paste soap flour oil powder juice bread milk syrup bags wipes noodles chips crackers
+beans seeds nuts flakes cubes stock cheese butter cream yogurt tea biscuits bars rolls buns wraps mix spray
+cleaner gel tablets pods liquid filters bulbs brushes towels sheets lids foil film pegs treats food litter
+fillets thighs wings mince steaks leaves sticks sprouts greens soda vinegar water rings slices""")
+
+
+def shape_item(rng, w):
+    w = accented(rng, w) if rng.random() < 1 / 3 else w
+    r = rng.random()
+    if r < 0.3:
+        return f"{rng.choice(ITEM_FRONTS)} {w}"
+    if r < 0.6:
+        return f"{rng.choice(ITEM_FRONTS)} {rng.choice(ITEM_ENDS)}"
+    if r < 0.7:
+        return f"{rng.choice(ITEM_FRONTS)} {rng.choice(ITEM_FRONTS)} {rng.choice(ITEM_ENDS + TRAIN_ITEMS)}"
+    return w
+
+
+@functools.cache
+def heldout_values(key):
+    """Lower-cased held-out values of `key` ("names", "cities", "pets", "items") of every held-out
+    set: built-in, pool files, value files. A shaped training value is never one of them."""
+    built_in = {"names": HELDOUT_NAMES, "cities": HELDOUT_CITIES, "pets": HELDOUT_PETS, "items": HELDOUT_ITEMS}
+    files = pathlib.Path(__file__).resolve().parents[2].glob("tests/data/chat_heldout*_values.json")
+    return ({w.lower() for w in built_in[key]} | heldout_strings(key)
+            | {w.lower() for f in files for w in json.loads(f.read_text())[key]})
+
+
 def draw_list(rng, split):
-    items = rng.sample(TRAIN_ITEMS if split == "train" else HELDOUT_ITEMS, rng.randint(2, 4))
+    items = drawn = rng.sample(TRAIN_ITEMS if split == "train" else HELDOUT_ITEMS, rng.randint(2, 4))
     if AUG["made_up_items"]:
         items = [made_up_word(rng).lower() if rng.random() < AUG["made_up_items"] else w for w in items]
     if AUG["compound_items"]:
         items = [compound_item(rng) if rng.random() < AUG["compound_items"] else w for w in items]
     if AUG["value_shapes"]:
-        items = [accented(rng, w) if rng.random() < AUG["value_shapes"] / 3 else w for w in items]
+        items = [shape_item(rng, w) if rng.random() < AUG["value_shapes"] else w for w in items]
+        items = [d if w.lower() in heldout_values("items") else w for d, w in zip(drawn, items)]  # "peanut butter"
     if rng.random() < 0.5:
         return ", ".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -253,7 +300,7 @@ def draw_list(rng, split):
 
 FACTS = {
     "name": dict(
-        draw=draw_from(TRAIN_NAMES, HELDOUT_NAMES, made_up=0.5, shape=shape_name),
+        draw=draw_from(TRAIN_NAMES, HELDOUT_NAMES, made_up=0.5, shape=shape_name, key="names"),
         state=dict(train=["My name is {x}", "I'm {x}", "Call me {x}", "You can call me {x}", "The name's {x}",
                           "My name's {x}", "{x} here", "This is {x}", "I am called {x}", "Everyone calls me {x}",
                           "People call me {x}", "My first name is {x}", "Name: {x}", "They call me {x}",
@@ -289,7 +336,7 @@ FACTS = {
     ),
     "city": dict(
         draw=draw_from(TRAIN_CITIES, HELDOUT_CITIES, made_up=0.4, suffixes=["ton", "burg", " City", "ville"],
-                       shape=shape_city),
+                       shape=shape_city, key="cities"),
         state=dict(train=["I live in {x}", "I'm from {x}", "I come from {x}", "My home is in {x}", "My city is {x}",
                           "I live in the city of {x}", "Home for me is {x}", "These days I live in {x}",
                           "My home city is {x}", "I am from {x}", "I grew up in {x} and still live there",
@@ -324,7 +371,7 @@ FACTS = {
         answer="Your favourite colour is {x}.",
     ),
     "pet": dict(
-        draw=draw_from(TRAIN_PETS, HELDOUT_PETS, made_up=0.5, shape=shape_pet),
+        draw=draw_from(TRAIN_PETS, HELDOUT_PETS, made_up=0.5, shape=shape_pet, key="pets"),
         state=dict(train=["My dog is called {x}", "My cat's name is {x}", "I have a pet named {x}",
                           "My pet is called {x}", "Our dog is named {x}", "My pet's name is {x}",
                           "I have a rabbit called {x}", "My hamster is called {x}", "We call our pet {x}",
@@ -524,7 +571,10 @@ def state_text(rng, kinds, values, split, keep):
     for k in kinds:
         frame = rng.choice(FACTS[k]["state"][split])
         if AUG["trailers"] and rng.random() < AUG["trailers"]:
-            frame += rng.choice(LIST_TRAILERS if k == "list" else TRAILERS)
+            if k != "list" and AUG["value_shapes"] and rng.random() < 0.3:
+                frame += " " + distractor(rng)  # an unknown word after "Aveiro" is no part of the city
+            else:
+                frame += rng.choice(LIST_TRAILERS if k == "list" else TRAILERS)
         parts.append(insert_distractors(rng, frame, "{x}").format(x=values[k]))
     parts = [p[0].upper() + p[1:] for p in parts]
     if len(parts) == 1:
@@ -549,6 +599,8 @@ def ack_text(kinds, values):
 
 def filler_turn(rng, split):
     """(user, assistant, kind or None): an unrelated turn; kind names a measured skill or "echo"."""
+    if AUG["late_greetings"] and rng.random() < AUG["late_greetings"]:  # "Hello!" after other turns
+        return rng.choice(GREETINGS[split]), GREETING_REPLY, None
     r = rng.random()
     if r < 0.25:
         a, b = rng.randint(0, 9), rng.randint(0, 9)
@@ -937,8 +989,9 @@ def main():
     ap.add_argument("--vocab-pieces", metavar="TOKENIZER_JSON",
                     help="with --augment: 40%% of made-up words glued from this tokenizer's letter-only tokens")
     ap.add_argument("--value-shapes", action="store_true",
-                    help="with --augment: 30%% of names, cities and pets of several words (\"Mary Ann\", \"New "
-                         "Brovania\", \"Mr Whiskers\") or with an accented letter")
+                    help="with --augment: 30%% of names, cities, pets and list items of several words (\"Mary "
+                         "Ann\", \"New Brovania\", \"Mr Whiskers\", \"baking powder\") or with an accented letter; "
+                         "unknown words right after a stated value; greetings in mid-conversation")
     ap.add_argument("--heldout-pools", metavar="JSON",
                     help="with --split heldout: phrasings and values from this file (layout: load_heldout_pools) "
                          "instead of the built-in held-out pools, less anything a training pool holds")
@@ -967,7 +1020,7 @@ def main():
         if args.positions:
             AUG["trailers"] = 0.3
         if args.value_shapes:
-            AUG["value_shapes"] = 0.3
+            AUG.update(value_shapes=0.3, late_greetings=0.03)
         if args.vocab_pieces:
             load_vocab_pieces(args.vocab_pieces)
             AUG["vocab_pieces"] = 0.4
