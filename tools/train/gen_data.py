@@ -122,13 +122,14 @@ HELDOUT_WORDS = {w.lower() for w in HELDOUT_NAMES + HELDOUT_CITIES + HELDOUT_PET
 #   "er" "ries") is a copy target about as often as any other; tokens seldom in replies are
 #   the ones the model garbles when copying.
 # value_shapes (--value-shapes): share of names, cities, pets and list items of several words
-#   or with an accented letter; a tenth of the stated names, cities and pets are followed by an
-#   unknown word (--positions' trailers).
+#   or with an accented letter.
+# unknown_after_value (--value-shapes): share of --positions' trailers after a name, city or pet
+#   that are one unknown word ("I'm from Aveiro originally" is not the city "Aveiro originally").
 # late_greetings (--value-shapes): share of unrelated turns that are a greeting (otherwise only
 #   a first turn is; "Hello!" in mid-conversation got "You're welcome!").
 AUG = {"random_letters": 0.0, "made_up_items": 0.0, "echo_made_up": 0.0, "echo_extra": 0.0, "distractors": 0.0,
        "wide": 0.0, "compound_items": 0.0, "made_up_places": 0.0, "trailers": 0.0, "restate": 0.0,
-       "vocab_pieces": 0.0, "value_shapes": 0.0, "late_greetings": 0.0}
+       "vocab_pieces": 0.0, "value_shapes": 0.0, "unknown_after_value": 0.0, "late_greetings": 0.0}
 VOCAB_PIECES = []  # letter-only token strings of --vocab-pieces' tokenizer, leading space removed
 LETTERS = "aaabcdeeeefghiiijklmnooopqrstuuvwxyz"
 
@@ -571,8 +572,8 @@ def state_text(rng, kinds, values, split, keep):
     for k in kinds:
         frame = rng.choice(FACTS[k]["state"][split])
         if AUG["trailers"] and rng.random() < AUG["trailers"]:
-            if k != "list" and AUG["value_shapes"] and rng.random() < 0.3:
-                frame += " " + distractor(rng)  # an unknown word after "Aveiro" is no part of the city
+            if k != "list" and AUG["unknown_after_value"] and rng.random() < AUG["unknown_after_value"]:
+                frame += " " + distractor(rng)
             else:
                 frame += rng.choice(LIST_TRAILERS if k == "list" else TRAILERS)
         parts.append(insert_distractors(rng, frame, "{x}").format(x=values[k]))
@@ -1020,7 +1021,7 @@ def main():
         if args.positions:
             AUG["trailers"] = 0.3
         if args.value_shapes:
-            AUG.update(value_shapes=0.3, late_greetings=0.03)
+            AUG.update(value_shapes=0.3, unknown_after_value=0.3, late_greetings=0.03)
         if args.vocab_pieces:
             load_vocab_pieces(args.vocab_pieces)
             AUG["vocab_pieces"] = 0.4
